@@ -1,0 +1,1 @@
+"""Embedding providers behind one interface (see :mod:`engram_api.embeddings.base`)."""

@@ -1,0 +1,153 @@
+"""Process settings: ``ENGRAM_*`` environment variables over an optional YAML file.
+
+Built once in ``main()`` and passed down; nothing reads settings at import time.
+Nested keys use ``__`` in the environment, e.g. ``ENGRAM_STORE__URL``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from engram_api.embeddings.config import EmbeddingSettings
+
+
+def default_data_dir() -> Path:
+    xdg = os.environ.get("XDG_DATA_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".local" / "share"
+    return base / "engram"
+
+
+class StoreSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # embedded: qdrant-edge in the data dir. server: a Qdrant server at `url`.
+    mode: Literal["embedded", "server", "local-client"] = "embedded"
+    url: str = Field(default="", max_length=2048)
+    api_key: SecretStr | None = None
+    collection: str = Field(default="memories", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    timeout_s: float = Field(default=10.0, gt=0, le=300)
+    # dense | sparse | hybrid (dense + BM25 fused with reciprocal rank fusion)
+    search_mode: Literal["dense", "sparse", "hybrid"] = "hybrid"
+
+
+class LimitSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    content_max_chars: int = Field(default=8000, ge=1, le=100_000)
+    context_max_chars: int = Field(default=2000, ge=0, le=100_000)
+    search_limit_max: int = Field(default=50, ge=1, le=500)
+    page_limit_max: int = Field(default=200, ge=1, le=1000)
+
+
+class GuardSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # Extra regular expressions (Python syntax, matched case-insensitively) that mark a secret.
+    extra_secret_patterns: list[str] = Field(default_factory=list, max_length=256)
+
+
+class ServerSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=1, le=65535)
+    # Refuse to serve a non-loopback address without authentication unless this is set.
+    insecure_no_auth: bool = False
+    allowed_hosts: list[str] = Field(default_factory=list)
+    allowed_origins: list[str] = Field(default_factory=list)
+    max_request_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1_048_576)
+
+
+class KubernetesAuthSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # Accept ServiceAccount tokens, checked with the TokenReview API.
+    enabled: bool = False
+    audience: str = Field(default="", max_length=253)
+    cache_ttl_s: float = Field(default=60.0, ge=0, le=3600)
+    # Empty: in-cluster config. Tests point it at a local API server.
+    api_url: str = Field(default="", max_length=2048)
+
+
+class EngramSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="ENGRAM_",
+        env_nested_delimiter="__",
+        extra="forbid",
+    )
+
+    data_dir: Path = Field(default_factory=default_data_dir)
+    # YAML permission document (engram_contract.permissions); empty = the built-in agents.
+    permissions_file: Path | None = None
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    guards: GuardSettings = Field(default_factory=GuardSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    kubernetes_auth: KubernetesAuthSettings = Field(default_factory=KubernetesAuthSettings)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("data_dir")
+    @classmethod
+    def _expand(cls, v: Path) -> Path:
+        return v.expanduser()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The YAML file arrives as init kwargs; the environment overrides it.
+        return env_settings, init_settings
+
+
+class SettingsError(ValueError):
+    """Settings could not be loaded; the message names each bad key."""
+
+
+def _key_name(loc: tuple[Any, ...]) -> str:
+    dotted = ".".join(str(p) for p in loc)
+    env = "ENGRAM_" + "__".join(str(p).upper() for p in loc)
+    return f"{dotted} (env {env})"
+
+
+def load_settings(config_file: Path | str | None = None, **overrides: Any) -> EngramSettings:
+    """Build settings from ``config_file`` (or ``ENGRAM_CONFIG``) and the environment."""
+    path = config_file or os.environ.get("ENGRAM_CONFIG") or None
+    data: dict[str, Any] = {}
+    if path:
+        p = Path(path).expanduser()
+        try:
+            loaded = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise SettingsError(f"config file {p}: cannot read ({exc.strerror})") from None
+        except yaml.YAMLError as exc:
+            raise SettingsError(f"config file {p}: not valid YAML ({exc})") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise SettingsError(f"config file {p}: must be a mapping of settings keys")
+        data = loaded or {}
+    data.update(overrides)
+    try:
+        return EngramSettings(**data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                msg = "unknown setting"
+            problems.append(f"{_key_name(tuple(err['loc']))}: {msg}")
+        raise SettingsError("invalid settings: " + "; ".join(problems)) from None
