@@ -14,7 +14,14 @@ from enum import StrEnum
 from typing import Annotated, Any, Final
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 from engram_contract.scopes import PATTERN_RULE, is_scope_pattern
 
@@ -109,7 +116,9 @@ class PermissionConfig(BaseModel):
     @classmethod
     def _version(cls, v: int) -> int:
         if v != FORMAT_VERSION:
-            raise ValueError(f"unsupported permission config version {v}; expected {FORMAT_VERSION}")
+            raise ValueError(
+                f"unsupported permission config version {v}; expected {FORMAT_VERSION}"
+            )
         return v
 
     @model_validator(mode="after")

@@ -52,7 +52,9 @@ class MaintenanceSummary(BaseModel):
         if len(line.encode()) > SUMMARY_MAX_BYTES:
             # Only the free-text message can grow; trim it rather than lose the counts.
             trimmed = self.model_copy(update={"message": self.message[:200]})
-            line = SUMMARY_PREFIX + json.dumps(trimmed.model_dump(mode="json"), separators=(",", ":"))
+            line = SUMMARY_PREFIX + json.dumps(
+                trimmed.model_dump(mode="json"), separators=(",", ":")
+            )
         return line
 
 

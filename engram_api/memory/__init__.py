@@ -1,0 +1,1 @@
+"""The memory engine: model, policy, guards and the service operations."""

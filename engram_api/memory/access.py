@@ -1,0 +1,73 @@
+"""Access counting off the answer path.
+
+Searches record the ids they returned; a background flush folds the pending increments into
+the store in batches. Increments are summed in memory and flushed under one lock, so within a
+process none is lost however many searches run at once. A flush that fails keeps its counts
+for the next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from engram_api.store.base import MemoryStore
+
+from .model import rfc3339
+
+log = logging.getLogger(__name__)
+
+
+class AccessTracker:
+    def __init__(
+        self, store: MemoryStore, clock: Callable[[], datetime], *, delay_s: float = 0.2
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._delay_s = delay_s
+        self._pending: Counter[str] = Counter()
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+
+    def record(self, ids: Iterable[str]) -> None:
+        self._pending.update(ids)
+        if self._pending and (self._task is None or self._task.done()):
+            self._task = asyncio.get_running_loop().create_task(self._flush_later())
+
+    @property
+    def pending(self) -> int:
+        return sum(self._pending.values())
+
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(self._delay_s)
+        await self.flush()
+
+    async def flush(self) -> None:
+        async with self._lock:
+            batch, self._pending = self._pending, Counter()
+            if not batch:
+                return
+            try:
+                points = await self._store.retrieve(list(batch))
+                now = rfc3339(self._clock())
+                for p in points:
+                    current = int(p.payload.get("access_count", 0) or 0)
+                    await self._store.set_payload(
+                        [p.id], {"access_count": current + batch.pop(p.id), "last_accessed_at": now}
+                    )
+                # Ids that vanished from the store are dropped; nothing to count them on.
+                batch.clear()
+            except Exception as exc:
+                log.warning("access count flush failed; will retry", extra={"error": str(exc)})
+                self._pending.update(batch)
+
+    async def aclose(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.flush()

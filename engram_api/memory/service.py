@@ -1,0 +1,464 @@
+"""The memory operations every surface (MCP tools, CLI, maintenance) goes through.
+
+Order of checks on add: identity → field syntax → permission → secret guard → limits →
+exact duplicate → write (or durable queue when the embedder or store is down). Nothing is
+written unless every check passed, so a rejected call changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+from typing import Any, Protocol, TypeVar
+
+from engram_api.embeddings.base import Embedder, EmbeddingError
+from engram_api.embeddings.bm25 import Bm25Encoder
+from engram_api.errors import EngramError, InvalidInput, NotFound, PermissionDenied, Unavailable
+from engram_api.settings import LimitSettings
+from engram_api.store.base import (
+    Match,
+    MemoryStore,
+    PointWrite,
+    SearchMode,
+    StoredPoint,
+    StoreError,
+)
+from engram_contract.permissions import AGENT_NAME_RE, MemType, Operation, Trust
+from engram_contract.scopes import any_pattern_matches
+
+from .access import AccessTracker
+from .guards import SecretGuard
+from .model import Memory, Source, check_scope, content_hash, point_id, rfc3339, utc_now
+from .policy import PolicyEngine, ScopeSelector
+
+log = logging.getLogger(__name__)
+E = TypeVar("E", bound=Enum)
+_AGENT_RULE = "must be 1-128 characters of A-Z a-z 0-9 . _ -"
+
+
+def parse_enum(kind: type[E], value: str | E, field: str) -> E:
+    if isinstance(value, kind):
+        return value
+    try:
+        return kind(str(value).strip().lower())
+    except ValueError:
+        allowed = ", ".join(str(m.value) for m in kind)
+        raise InvalidInput(field, f"must be one of: {allowed}") from None
+
+
+def check_agent(agent: str) -> str:
+    import re
+
+    if not isinstance(agent, str) or re.fullmatch(AGENT_NAME_RE, agent) is None:
+        raise InvalidInput("agent", _AGENT_RULE)
+    return agent
+
+
+def check_text(value: str, field: str, *, max_chars: int, required: bool) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(field, "must be a string")
+    text = value.strip()
+    if required and not text:
+        raise InvalidInput(field, "must not be empty")
+    if len(text) > max_chars:
+        raise InvalidInput(field, f"must be at most {max_chars} characters (got {len(text)})")
+    return text
+
+
+def check_limit(value: int, field: str, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+        raise InvalidInput(field, f"must be an integer from 1 to {maximum}")
+    return value
+
+
+def check_id(value: str, field: str = "id") -> str:
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        raise InvalidInput(
+            field, "must be a memory id (a UUID as returned by add or search)"
+        ) from None
+
+
+def _selector_match(sel: ScopeSelector, **kw: Any) -> Match:
+    return Match(scopes=sel.exact, scope_kinds=sel.kinds, **kw)
+
+
+@dataclass(frozen=True)
+class PreparedWrite:
+    """A write that passed every check; what the queue stores and replays."""
+
+    write_id: str
+    agent: str
+    content: str
+    scope: str
+    mem_type: MemType
+    trust: Trust
+    source: Source
+    context: str
+    created_at: datetime
+    trust_capped: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "write_id": self.write_id,
+            "agent": self.agent,
+            "content": self.content,
+            "scope": self.scope,
+            "mem_type": self.mem_type.value,
+            "trust": self.trust.value,
+            "source": self.source.value,
+            "context": self.context,
+            "created_at": rfc3339(self.created_at),
+        }
+
+
+class WriteQueue(Protocol):
+    async def enqueue(self, write: PreparedWrite, reason: str) -> None: ...
+
+    def kick(self) -> None: ...
+
+    async def stats(self) -> dict[str, Any]: ...
+
+
+class MemoryService:
+    def __init__(
+        self,
+        *,
+        store: MemoryStore,
+        embedder: Embedder,
+        policy: PolicyEngine,
+        guard: SecretGuard,
+        limits: LimitSettings,
+        search_mode: SearchMode = "hybrid",
+        sparse: Bm25Encoder | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.policy = policy
+        self.guard = guard
+        self.limits = limits
+        self.search_mode = search_mode
+        self.sparse = sparse or Bm25Encoder()
+        self.clock = clock
+        self.access = AccessTracker(store, clock)
+        self.queue: WriteQueue | None = None
+
+    # ----------------------------------------------------------------- add
+    def prepare_add(
+        self,
+        *,
+        agent: str,
+        content: str,
+        scope: str,
+        mem_type: str | MemType = MemType.fact,
+        source: str | Source = Source.agent_output,
+        trust: str | Trust = Trust.medium,
+        context: str = "",
+        write_id: str | None = None,
+        created_at: datetime | None = None,
+    ) -> PreparedWrite:
+        check_agent(agent)
+        if not isinstance(scope, str) or not scope.strip():
+            raise InvalidInput("scope", "is required (global, group:<id>, dm, dm:<id>, agent:<id>)")
+        scope = check_scope(scope.strip())
+        mtype = parse_enum(MemType, mem_type or MemType.fact, "mem_type")
+        src = parse_enum(Source, source or Source.agent_output, "source")
+        req_trust = parse_enum(Trust, trust or Trust.medium, "trust")
+        self.policy.check_write(agent, scope, mtype)
+        self.policy.check_source(agent, src)
+        # Scan before any length checks so an oversized secret is still reported as a secret.
+        self.guard.check(
+            content=content if isinstance(content, str) else "",
+            context=context if isinstance(context, str) else "",
+        )
+        text = check_text(
+            content, "content", max_chars=self.limits.content_max_chars, required=True
+        )
+        ctx = check_text(
+            context or "", "context", max_chars=self.limits.context_max_chars, required=False
+        )
+        capped, was_capped = self.policy.cap_trust(agent, req_trust)
+        return PreparedWrite(
+            write_id=write_id or str(uuid.uuid4()),
+            agent=agent,
+            content=text,
+            scope=scope,
+            mem_type=mtype,
+            trust=capped,
+            source=src,
+            context=ctx,
+            created_at=created_at or self.clock(),
+            trust_capped=was_capped,
+        )
+
+    async def add(self, **kwargs: Any) -> dict[str, Any]:
+        prepared = self.prepare_add(**kwargs)
+        try:
+            result = await self.write(prepared)
+        except (StoreError, EmbeddingError) as exc:
+            if self.queue is None:
+                raise Unavailable(f"memory not stored: {exc}") from None
+            await self.queue.enqueue(prepared, str(exc))
+            return self._answer(prepared, status="queued", reason=f"stored later: {exc}")
+        if self.queue is not None:
+            self.queue.kick()
+        return result
+
+    def _answer(self, w: PreparedWrite, *, status: str, **extra: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": status, "write_id": w.write_id, "id": point_id(w.write_id)}
+        if status == "queued":
+            out["queued"] = True
+        if w.trust_capped:
+            out["trust_capped"] = True
+            out["notes"] = [
+                f"trust lowered to '{w.trust.value}', the most agent '{w.agent}' may set"
+            ]
+        out.update(extra)
+        return out
+
+    async def write(self, w: PreparedWrite) -> dict[str, Any]:
+        """Dedup-check, embed and store one prepared write. Idempotent by write_id."""
+        pid = point_id(w.write_id)
+        chash = content_hash(w.content)
+        dup_match = Match(
+            scopes=frozenset({w.scope}),
+            mem_types=frozenset({w.mem_type.value}),
+            content_hash=chash,
+        )
+        existing, _ = await self.store.scroll(dup_match, limit=1)
+        if existing:
+            mem = Memory.from_payload(existing[0].id, existing[0].payload)
+            status = "stored" if existing[0].id == pid else "duplicate"
+            return self._answer(w, status=status, memory=mem.to_public()) | {"id": mem.id}
+        text = f"{w.content}\n{w.context}" if w.context else w.content
+        [dense] = await self.embedder.embed_documents([text])
+        now = self.clock()
+        mem = Memory(
+            id=pid,
+            content=w.content,
+            scope=w.scope,
+            mem_type=w.mem_type,
+            trust=w.trust,
+            source=w.source,
+            agent=w.agent,
+            context=w.context,
+            created_at=w.created_at,
+            updated_at=now,
+            write_id=w.write_id,
+            embedding_model=self.embedder.model_id,
+            content_hash=chash,
+        )
+        await self.store.upsert(
+            [
+                PointWrite(
+                    id=pid, dense=dense, sparse=self.sparse.document(text), payload=mem.to_payload()
+                )
+            ]
+        )
+        return self._answer(w, status="stored", memory=mem.to_public())
+
+    # -------------------------------------------------------------- search
+    async def search(
+        self,
+        *,
+        agent: str,
+        query: str,
+        scope: str = "global",
+        mem_type: str | None = None,
+        trust_min: str | None = None,
+        limit: int = 5,
+    ) -> dict[str, Any]:
+        check_agent(agent)
+        q = check_text(query, "query", max_chars=self.limits.content_max_chars, required=True)
+        limit = check_limit(limit, "limit", self.limits.search_limit_max)
+        types = frozenset({parse_enum(MemType, mem_type, "mem_type").value}) if mem_type else None
+        trusts = None
+        if trust_min:
+            floor = parse_enum(Trust, trust_min, "trust_min")
+            trusts = frozenset(t.value for t in Trust if t.rank >= floor.rank)
+        plan = self.policy.plan_search(agent, (scope or "global").strip())
+        degraded: list[str] = []
+        mode = self.search_mode
+        dense = None
+        if mode != "sparse":
+            try:
+                dense = await self.embedder.embed_query(q)
+            except EmbeddingError as exc:
+                degraded.append(f"embedder unavailable, lexical results only: {exc}")
+                mode = "sparse"
+        sparse = self.sparse.query(q)
+        try:
+            batches = await asyncio.gather(
+                *(
+                    self.store.query(
+                        dense=dense,
+                        sparse=sparse,
+                        match=_selector_match(sel, mem_types=types, trusts=trusts),
+                        limit=limit,
+                        mode=mode,
+                    )
+                    for sel in plan.queries
+                )
+            )
+        except StoreError as exc:
+            return {
+                "results": [],
+                "count": 0,
+                "scopes_searched": list(plan.searched),
+                "degraded": True,
+                "reason": f"store unavailable, nothing could be searched: {exc}",
+            }
+        merged = self._merge(batches, limit)
+        if merged:
+            self.access.record(p.id for p in merged)
+        out: dict[str, Any] = {
+            "results": [
+                Memory.from_payload(p.id, p.payload).to_public(score=p.score) for p in merged
+            ],
+            "count": len(merged),
+            "scopes_searched": list(plan.searched),
+            "degraded": bool(degraded),
+        }
+        if degraded:
+            out["reason"] = "; ".join(degraded)
+        return out
+
+    @staticmethod
+    def _merge(batches: Sequence[list[StoredPoint]], limit: int) -> list[StoredPoint]:
+        best: dict[str, StoredPoint] = {}
+        for batch in batches:
+            for p in batch:
+                if p.id not in best or p.score > best[p.id].score:
+                    best[p.id] = p
+
+        def key(p: StoredPoint) -> tuple[float, int]:
+            trust = Trust(p.payload.get("trust", "medium"))
+            return (-round(p.score, 9), -trust.rank)
+
+        return sorted(best.values(), key=key)[:limit]
+
+    # ------------------------------------------------------------- get_all
+    async def get_all(
+        self,
+        *,
+        agent: str,
+        scope: str | None = None,
+        mem_type: str | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+        include_archived: bool = False,
+    ) -> dict[str, Any]:
+        check_agent(agent)
+        self.policy.require(agent, Operation.get_all)
+        limit = check_limit(limit, "limit", self.limits.page_limit_max)
+        if scope:
+            check_scope(scope.strip())
+            self.policy.check_read(agent, scope.strip())
+            sel = ScopeSelector.of(scope.strip())
+        else:
+            sel = self.policy.readable(agent)
+        types = frozenset({parse_enum(MemType, mem_type, "mem_type").value}) if mem_type else None
+        offset = check_id(cursor, "cursor") if cursor else None
+        match = _selector_match(sel, mem_types=types, archived=None if include_archived else False)
+        try:
+            points, nxt = await self.store.scroll(match, limit=limit, offset=offset)
+            total = await self.store.count(match)
+        except StoreError as exc:
+            raise Unavailable(f"store unavailable: {exc}") from None
+        return {
+            "results": [Memory.from_payload(p.id, p.payload).to_public() for p in points],
+            "count": len(points),
+            "total": total,
+            "next_cursor": nxt,
+        }
+
+    # -------------------------------------------------------------- status
+    async def status(self, *, agent: str) -> dict[str, Any]:
+        check_agent(agent)
+        self.policy.require(agent, Operation.status)
+        sel = self.policy.readable(agent)
+        out: dict[str, Any] = {
+            "agent": agent,
+            "store": {"kind": self.store.kind, "ready": await self.store.healthy()},
+            "embedding_model": self.embedder.model_id,
+            "search_mode": self.search_mode,
+        }
+        try:
+            active = _selector_match(sel)
+            out["active_memories"] = await self.store.count(active)
+            out["archived_memories"] = await self.store.count(_selector_match(sel, archived=True))
+            out["by_scope"] = await self.store.facet("scope", active)
+            out["by_type"] = await self.store.facet("mem_type", active)
+            out["by_trust"] = await self.store.facet("trust", active)
+        except StoreError as exc:
+            out["store"]["ready"] = False
+            out["store"]["error"] = str(exc)
+        if self.queue is not None:
+            out["queue"] = await self.queue.stats()
+        out["pending_access_updates"] = self.access.pending
+        return out
+
+    # ---------------------------------------------------- forget / restore
+    async def _owned(self, agent: str, memory_id: str) -> StoredPoint:
+        check_agent(agent)
+        self.policy.require(agent, Operation.forget)
+        mid = check_id(memory_id)
+        try:
+            found = await self.store.retrieve([mid])
+        except StoreError as exc:
+            raise Unavailable(f"store unavailable: {exc}") from None
+        # A memory the caller may not read is reported as missing: its existence is not leaked.
+        if not found or not self.policy.can_read(agent, str(found[0].payload.get("scope", ""))):
+            raise NotFound(f"id: no memory {mid} visible to agent '{agent}'", field="id")
+        scope = str(found[0].payload.get("scope", ""))
+        if not any_pattern_matches(self.policy.policy_for(agent).write, scope):
+            raise PermissionDenied(
+                f"agent '{agent}' cannot change memories in scope '{scope}'", field="id"
+            )
+        return found[0]
+
+    async def forget(self, *, agent: str, memory_id: str, reason: str) -> dict[str, Any]:
+        why = check_text(reason, "reason", max_chars=500, required=True)
+        point = await self._owned(agent, memory_id)
+        if point.payload.get("archived"):
+            return {
+                "status": "already_archived",
+                "id": point.id,
+                "archived_reason": point.payload.get("archived_reason", ""),
+            }
+        now = rfc3339(self.clock())
+        await self.store.set_payload(
+            [point.id],
+            {
+                "archived": 1,
+                "archived_reason": why,
+                "archived_at": now,
+                "archived_by": agent,
+                "updated_at": now,
+            },
+        )
+        return {"status": "archived", "id": point.id, "archived_reason": why}
+
+    async def restore(self, *, agent: str, memory_id: str) -> dict[str, Any]:
+        point = await self._owned(agent, memory_id)
+        if not point.payload.get("archived"):
+            return {"status": "not_archived", "id": point.id}
+        now = rfc3339(self.clock())
+        await self.store.set_payload(
+            [point.id],
+            {"archived": 0, "archived_reason": "", "superseded_by": "", "updated_at": now},
+        )
+        return {"status": "restored", "id": point.id}
+
+    async def aclose(self) -> None:
+        await self.access.aclose()
+
+
+__all__ = ["EngramError", "MemoryService", "PreparedWrite", "WriteQueue"]

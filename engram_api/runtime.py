@@ -1,0 +1,156 @@
+"""The composition root: settings in, a running engine out.
+
+Every entry point (CLI, HTTP server, stdio server, maintenance) opens the engine here, so
+they all share one wiring of store, embedder, policy, guard and queue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from engram_api.datadir import DataDirLock
+from engram_api.embeddings.base import Embedder
+from engram_api.errors import EngramError
+from engram_api.memory.guards import SecretGuard, SecretPatternError
+from engram_api.memory.policy import PolicyEngine
+from engram_api.memory.queue import DurableQueue
+from engram_api.memory.service import MemoryService, PreparedWrite
+from engram_api.settings import EngramSettings, SettingsError
+from engram_api.store.base import MemoryStore, SchemaMismatch, StoreError
+from engram_api.store.edge import EdgeStore
+from engram_api.store.qdrant_server import QdrantServerStore
+from engram_contract.permissions import (
+    PermissionConfig,
+    builtin_permission_config,
+    load_permission_config,
+)
+
+log = logging.getLogger(__name__)
+
+
+class StartupError(EngramError):
+    """Engram cannot start with this configuration; the message says what to change."""
+
+    kind = "startup_error"
+
+
+@dataclass
+class Engine:
+    settings: EngramSettings
+    service: MemoryService
+    queue: DurableQueue
+    store: MemoryStore
+    embedder: Embedder
+
+
+def load_permissions(path: Path | None) -> PermissionConfig:
+    if path is None:
+        return builtin_permission_config()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise StartupError(f"permissions_file {path}: cannot read ({exc.strerror})") from None
+    try:
+        return load_permission_config(text)
+    except ValueError as exc:
+        raise StartupError(f"permissions_file {path}: {exc}") from None
+
+
+def build_embedder(settings: EngramSettings) -> Embedder:
+    from engram_api.embeddings.factory import build_embedder as factory
+
+    return factory(settings.embeddings)
+
+
+def build_store(settings: EngramSettings) -> MemoryStore:
+    s = settings.store
+    if s.mode == "embedded":
+        return EdgeStore(settings.data_dir / "qdrant" / s.collection)
+    if s.mode == "local-client":
+        return QdrantServerStore(s.collection, path=settings.data_dir / "qdrant-local")
+    if not s.url:
+        raise StartupError("store.url (env ENGRAM_STORE__URL): required when store.mode is server")
+    key = s.api_key.get_secret_value() if s.api_key else None
+    return QdrantServerStore(s.collection, url=s.url, api_key=key, timeout_s=s.timeout_s)
+
+
+def queued_body_to_write(service: MemoryService, body: dict[str, Any]) -> PreparedWrite:
+    return service.prepare_add(
+        agent=body["agent"],
+        content=body["content"],
+        scope=body["scope"],
+        mem_type=body["mem_type"],
+        source=body["source"],
+        trust=body["trust"],
+        context=body.get("context", ""),
+        write_id=body["write_id"],
+        created_at=datetime.fromisoformat(body["created_at"].replace("Z", "+00:00")),
+    )
+
+
+async def check_embedding_model(store: MemoryStore, embedder: Embedder, allowed: set[str]) -> None:
+    """A collection built by another model cannot be searched with this one."""
+    from engram_api.store.base import Match
+
+    points, _ = await store.scroll(Match(archived=None), limit=1)
+    if points:
+        stored = str(points[0].payload.get("embedding_model", ""))
+        if stored and stored not in allowed:
+            raise SchemaMismatch(
+                f"the collection was embedded with '{stored}' but the configured embedder is "
+                f"'{embedder.model_id}'; run `engram reembed --to {embedder.model_id}` to rebuild "
+                f"it, or configure '{stored}' again"
+            )
+
+
+@contextlib.asynccontextmanager
+async def open_engine(
+    settings: EngramSettings, *, background: bool = True, embedder: Embedder | None = None
+) -> AsyncIterator[Engine]:
+    """Open everything, yield the engine, close everything in reverse order."""
+    try:
+        guard = SecretGuard(settings.guards.extra_secret_patterns)
+    except SecretPatternError as exc:
+        raise SettingsError(str(exc)) from None
+    policy = PolicyEngine(load_permissions(settings.permissions_file))
+    lock = DataDirLock(settings.data_dir)
+    lock.acquire()
+    async with contextlib.AsyncExitStack() as stack:
+        stack.callback(lock.release)
+        emb = embedder or build_embedder(settings)
+        stack.push_async_callback(emb.aclose)
+        store = build_store(settings)
+        try:
+            await store.open(emb.dimension)
+        except SchemaMismatch as exc:
+            await store.close()
+            raise StartupError(str(exc)) from None
+        stack.push_async_callback(store.close)
+        try:
+            await check_embedding_model(store, emb, set(getattr(emb, "model_ids", [emb.model_id])))
+        except SchemaMismatch as exc:
+            raise StartupError(str(exc)) from None
+        except StoreError as exc:
+            log.warning("could not check the collection's embedding model: %s", exc)
+        service = MemoryService(
+            store=store,
+            embedder=emb,
+            policy=policy,
+            guard=guard,
+            limits=settings.limits,
+            search_mode=settings.store.search_mode,
+        )
+        stack.push_async_callback(service.aclose)
+        queue = DurableQueue(settings.data_dir / "queue.sqlite3")
+        stack.push_async_callback(queue.aclose)
+        queue.bind(lambda body: queued_body_to_write(service, body), service.write)
+        service.queue = queue
+        if background:
+            queue.start()
+        yield Engine(settings=settings, service=service, queue=queue, store=store, embedder=emb)

@@ -1,0 +1,1 @@
+"""Vector stores behind one interface: qdrant-edge embedded (default) and qdrant-client."""

@@ -1,0 +1,134 @@
+"""The store contract: what the memory engine needs from a vector database.
+
+Filters are expressed in our own small vocabulary (:class:`Match`) and translated by each
+implementation, so the engine never depends on a client library's types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+DENSE: Final = "dense"
+SPARSE: Final = "bm25"
+RRF_K: Final = 60
+# Payload fields with an index (keyword unless noted).
+KEYWORD_INDEXES: Final = (
+    "scope",
+    "scope_kind",
+    "mem_type",
+    "trust",
+    "agent",
+    "content_hash",
+    "write_id",
+    "embedding_model",
+)
+INTEGER_INDEXES: Final = ("archived",)
+FLOAT_INDEXES: Final = ("created_at_epoch",)
+
+SearchMode = Literal["dense", "sparse", "hybrid"]
+DenseVector = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class SparseVec:
+    indices: list[int]
+    values: list[float]
+
+
+@dataclass(frozen=True)
+class Match:
+    """A conjunction of conditions; ``None`` means "any".
+
+    ``scopes`` and ``scope_kinds`` are OR-ed with each other: a point matches when its scope is
+    listed, or its scope kind is listed (that is how ``group:*`` reads every group).
+    """
+
+    scopes: frozenset[str] | None = None
+    scope_kinds: frozenset[str] | None = None
+    mem_types: frozenset[str] | None = None
+    trusts: frozenset[str] | None = None
+    archived: bool | None = False
+    agent: str | None = None
+    content_hash: str | None = None
+    created_before_epoch: float | None = None
+    created_after_epoch: float | None = None
+    ids: frozenset[str] | None = None
+
+
+@dataclass
+class PointWrite:
+    id: str
+    dense: DenseVector
+    sparse: SparseVec | None
+    payload: dict[str, Any]
+
+
+@dataclass
+class StoredPoint:
+    id: str
+    payload: dict[str, Any]
+    score: float = 0.0
+    dense: DenseVector | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class StoreError(RuntimeError):
+    """The store could not do what was asked (down, timed out, refused)."""
+
+
+class SchemaMismatch(RuntimeError):
+    """The stored collection was built for another vector dimension."""
+
+
+class MemoryStore(Protocol):
+    @property
+    def kind(self) -> str: ...
+
+    async def open(self, dimension: int) -> None:
+        """Create the collection and indexes if missing; refuse a dimension mismatch."""
+        ...
+
+    async def close(self) -> None: ...
+
+    async def healthy(self) -> bool: ...
+
+    async def upsert(self, points: Sequence[PointWrite]) -> None: ...
+
+    async def retrieve(
+        self, ids: Sequence[str], *, with_vectors: bool = False
+    ) -> list[StoredPoint]: ...
+
+    async def query(
+        self,
+        *,
+        dense: DenseVector | None,
+        sparse: SparseVec | None,
+        match: Match,
+        limit: int,
+        mode: SearchMode,
+    ) -> list[StoredPoint]: ...
+
+    async def query_batch(
+        self, vectors: Sequence[DenseVector], *, match: Match, limit: int, score_threshold: float
+    ) -> list[list[StoredPoint]]:
+        """Dense nearest neighbours for many vectors at once (maintenance)."""
+        ...
+
+    async def scroll(
+        self, match: Match, *, limit: int, offset: str | None = None, with_vectors: bool = False
+    ) -> tuple[list[StoredPoint], str | None]:
+        """Points in id order; the returned offset continues the walk (None at the end)."""
+        ...
+
+    async def count(self, match: Match) -> int: ...
+
+    async def facet(self, key: str, match: Match, *, limit: int = 1000) -> dict[str, int]: ...
+
+    async def set_payload(self, ids: Sequence[str], payload: dict[str, Any]) -> None: ...
+
+    async def delete(self, ids: Sequence[str]) -> None: ...
