@@ -1,35 +1,21 @@
-"""``engram``: the command line for people and scripts.
-
-Exit codes: 0 success, 2 bad input or configuration (one line naming the field), 1 anything
-that failed at run time (store down, data dir in use).
-"""
+"""Memory commands: add, search, get-all, status, forget, restore-memory, queue."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
-import sys
-from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from engram_api.errors import EngramError, InvalidInput, PermissionDenied, SecretDetected
-from engram_api.runtime import Engine, StartupError, open_engine
-from engram_api.settings import EngramSettings, SettingsError, load_settings
+from engram_api.cli.base import Command
+from engram_api.runtime import Engine, open_engine
+from engram_api.settings import EngramSettings
 
 Handler = Callable[[Engine, argparse.Namespace], Awaitable[dict[str, Any]]]
-_USAGE_ERRORS = (InvalidInput, PermissionDenied, SecretDetected, SettingsError, StartupError)
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="engram", description="Long-term memory for AI agents.")
-    p.add_argument("--config", type=Path, help="YAML settings file (or ENGRAM_CONFIG)")
-    p.add_argument("--data-dir", type=Path, help="data directory (or ENGRAM_DATA_DIR)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    p.add_argument("--agent", default="main", help="act as this agent (default: main)")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     a = sub.add_parser("add", help="store a memory")
     a.add_argument("content")
     a.add_argument("--scope", required=True)
@@ -64,7 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     q = sub.add_parser("queue", help="the durable write queue")
     q.add_argument("action", choices=["list", "dead", "retry", "replay"])
     q.add_argument("write_ids", nargs="*", help="for retry: only these dead letters")
-    return p
+    for name, handler in HANDLERS.items():
+        sub.choices[name].set_defaults(func=_runner(handler))
 
 
 async def _add(e: Engine, a: argparse.Namespace) -> dict[str, Any]:
@@ -163,28 +150,14 @@ def render(command: str, result: dict[str, Any]) -> str:
     return "\n".join(f"{k}: {json.dumps(v)}" for k, v in result.items())
 
 
-async def _run(settings: EngramSettings, args: argparse.Namespace) -> dict[str, Any]:
-    async with open_engine(settings, background=False) as engine:
-        return await HANDLERS[args.command](engine, args)
+def _runner(handler: Handler) -> Command:
+    def run(settings: EngramSettings, args: argparse.Namespace) -> int:
+        async def go() -> dict[str, Any]:
+            async with open_engine(settings, background=False) as engine:
+                return await handler(engine, args)
 
+        result = asyncio.run(go())
+        print(json.dumps(result, indent=2) if args.json else render(args.command, result))
+        return 0
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        overrides: dict[str, Any] = {}
-        if args.data_dir:
-            overrides["data_dir"] = args.data_dir
-        settings = load_settings(args.config, **overrides)
-        result = asyncio.run(_run(settings, args))
-    except _USAGE_ERRORS as exc:
-        print(f"engram: error: {exc}", file=sys.stderr)
-        return 2
-    except EngramError as exc:
-        print(f"engram: error: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(result, indent=2) if args.json else render(args.command, result))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return run
