@@ -6,6 +6,7 @@ they all share one wiring of store, embedder, policy, guard and queue.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -24,7 +25,6 @@ from engram_api.memory.service import MemoryService, PreparedWrite
 from engram_api.settings import EngramSettings, SettingsError
 from engram_api.store.base import MemoryStore, SchemaMismatch, StoreError
 from engram_api.store.edge import EdgeStore
-from engram_api.store.qdrant_server import QdrantServerStore
 from engram_contract.permissions import (
     PermissionConfig,
     builtin_permission_config,
@@ -72,6 +72,9 @@ def build_store(settings: EngramSettings) -> MemoryStore:
     s = settings.store
     if s.mode == "embedded":
         return EdgeStore(settings.data_dir / "qdrant" / s.collection)
+    # qdrant-client takes half a second to import; embedded users never pay for it.
+    from engram_api.store.qdrant_server import QdrantServerStore
+
     if s.mode == "local-client":
         return QdrantServerStore(s.collection, path=settings.data_dir / "qdrant-local")
     if not s.url:
@@ -126,18 +129,17 @@ async def open_engine(
         emb = embedder or build_embedder(settings)
         stack.push_async_callback(emb.aclose)
         store = build_store(settings)
-        try:
-            await store.open(emb.dimension)
-        except SchemaMismatch as exc:
-            await store.close()
-            raise StartupError(str(exc)) from None
         stack.push_async_callback(store.close)
+        reopen: asyncio.Task[None] | None = None
         try:
-            await check_embedding_model(store, emb, set(getattr(emb, "model_ids", [emb.model_id])))
-        except SchemaMismatch as exc:
-            raise StartupError(str(exc)) from None
+            await open_store(store, emb)
         except StoreError as exc:
-            log.warning("could not check the collection's embedding model: %s", exc)
+            if settings.store.mode != "server":
+                raise StartupError(f"store: {exc}") from None
+            # A Qdrant server that is down at start must not stop the service: writes queue
+            # durably and the store is opened as soon as it answers.
+            log.warning("store unavailable at start; retrying in the background: %s", exc)
+            reopen = asyncio.get_running_loop().create_task(_reopen_until_ready(store, emb))
         service = MemoryService(
             store=store,
             embedder=emb,
@@ -153,4 +155,35 @@ async def open_engine(
         service.queue = queue
         if background:
             queue.start()
-        yield Engine(settings=settings, service=service, queue=queue, store=store, embedder=emb)
+        try:
+            yield Engine(settings=settings, service=service, queue=queue, store=store, embedder=emb)
+        finally:
+            if reopen is not None:
+                reopen.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StartupError):
+                    await reopen
+
+
+async def open_store(store: MemoryStore, emb: Embedder) -> None:
+    """Open the store and check it was built for this embedder (StartupError if not)."""
+    try:
+        await store.open(emb.dimension)
+        await check_embedding_model(store, emb, set(getattr(emb, "model_ids", [emb.model_id])))
+    except SchemaMismatch as exc:
+        raise StartupError(str(exc)) from None
+
+
+async def _reopen_until_ready(store: MemoryStore, emb: Embedder) -> None:
+    delay = 1.0
+    while True:
+        await asyncio.sleep(delay)
+        try:
+            await open_store(store, emb)
+        except StoreError:
+            delay = min(delay * 2, 30.0)
+            continue
+        except StartupError as exc:
+            log.error("store reachable but unusable: %s", exc)
+            return
+        log.info("store is reachable again")
+        return

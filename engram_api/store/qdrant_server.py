@@ -109,7 +109,9 @@ class QdrantServerStore:
             self._client = AsyncQdrantClient(path=str(path))
         else:
             self.kind = "server"
-            self._client = AsyncQdrantClient(url=url, api_key=api_key, timeout=int(timeout_s))
+            self._client = AsyncQdrantClient(
+                url=url, api_key=api_key, timeout=int(timeout_s), check_compatibility=False
+            )
 
     @property
     def client(self) -> AsyncQdrantClient:

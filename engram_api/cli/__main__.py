@@ -1,0 +1,5 @@
+import sys
+
+from engram_api.cli import main
+
+sys.exit(main())
