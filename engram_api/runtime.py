@@ -21,6 +21,7 @@ from engram_api.errors import EngramError
 from engram_api.memory.guards import SecretGuard, SecretPatternError
 from engram_api.memory.policy import PolicyEngine
 from engram_api.memory.queue import DurableQueue
+from engram_api.memory.reembed import resolve_embedded
 from engram_api.memory.service import MemoryService, PreparedWrite
 from engram_api.settings import EngramSettings, SettingsError
 from engram_api.store.base import MemoryStore, SchemaMismatch, StoreError
@@ -68,10 +69,13 @@ def build_embedder(settings: EngramSettings) -> Embedder:
     return factory(settings.embeddings)
 
 
-def build_store(settings: EngramSettings) -> MemoryStore:
+def build_store(settings: EngramSettings, collection: str | None = None) -> MemoryStore:
     s = settings.store
+    if collection is not None:
+        s = s.model_copy(update={"collection": collection})
     if s.mode == "embedded":
-        return EdgeStore(settings.data_dir / "qdrant" / s.collection)
+        qdrant_dir = settings.data_dir / "qdrant"
+        return EdgeStore(qdrant_dir / resolve_embedded(qdrant_dir, s.collection))
     # qdrant-client takes half a second to import; embedded users never pay for it.
     from engram_api.store.qdrant_server import QdrantServerStore
 

@@ -89,8 +89,11 @@ class MemoryStore(Protocol):
     @property
     def kind(self) -> str: ...
 
-    async def open(self, dimension: int) -> None:
-        """Create the collection and indexes if missing; refuse a dimension mismatch."""
+    async def open(self, dimension: int | None) -> None:
+        """Create the collection and indexes if missing; refuse a dimension mismatch.
+
+        ``None`` opens an existing collection whatever its dimension (StoreError if missing).
+        """
         ...
 
     async def close(self) -> None: ...

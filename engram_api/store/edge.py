@@ -106,14 +106,20 @@ class EdgeStore:
             raise StoreError("embedded store is not open")
         return self._shard
 
-    async def open(self, dimension: int) -> None:
+    async def open(self, dimension: int | None) -> None:
         def _open() -> None:
             config = qe.EdgeConfig(
-                vectors={DENSE: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)},
+                vectors={
+                    DENSE: qe.EdgeVectorParams(size=dimension or 1, distance=qe.Distance.Cosine)
+                },
                 sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
             )
+            if dimension is None and not self._path.exists():
+                raise StoreError(f"embedded store: no collection at {self._path}")
             self._path.mkdir(parents=True, exist_ok=True)
             has_data = any(self._path.iterdir())
+            if not has_data and dimension is None:
+                raise StoreError(f"embedded store: no collection at {self._path}")
             try:
                 shard = (
                     qe.EdgeShard.load(str(self._path))
@@ -128,7 +134,7 @@ class EdgeStore:
                     ) from None
                 raise
             stored = _stored_dimension(shard)
-            if stored is not None and stored != dimension:
+            if dimension is not None and stored is not None and stored != dimension:
                 shard.close()
                 raise SchemaMismatch(
                     f"the stored collection at {self._path} holds {stored}-dimensional vectors but "

@@ -121,19 +121,21 @@ class QdrantServerStore:
     def collection(self) -> str:
         return self._collection
 
-    async def open(self, dimension: int) -> None:
+    async def open(self, dimension: int | None) -> None:
         try:
             if await self._client.collection_exists(self._collection):
                 info = await self._client.get_collection(self._collection)
                 vectors = info.config.params.vectors
                 stored = vectors.get(DENSE) if isinstance(vectors, dict) else None
-                if stored is None or stored.size != dimension:
+                if dimension is not None and (stored is None or stored.size != dimension):
                     have = stored.size if stored is not None else "unnamed"
                     raise SchemaMismatch(
                         f"collection '{self._collection}' holds {have}-dimensional vectors but the "
                         f"configured embedder produces {dimension}; run `engram reembed` or use "
                         "the embedder the collection was built with"
                     )
+            elif dimension is None:
+                raise StoreError(f"qdrant: collection '{self._collection}' does not exist")
             else:
                 await self._client.create_collection(
                     self._collection,
@@ -158,7 +160,7 @@ class QdrantServerStore:
                     await self._client.create_payload_index(
                         self._collection, name, models.PayloadSchemaType.FLOAT
                     )
-        except SchemaMismatch:
+        except (SchemaMismatch, StoreError):
             raise
         except Exception as exc:
             raise StoreError(f"qdrant: cannot open collection '{self._collection}': {exc}") from exc

@@ -13,17 +13,21 @@ import pytest
 from engram_api.datadir import DataDirLock
 
 
-def engram(data: Path, *args: str, agent: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {
+def engram(
+    data: Path, *args: str, agent: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI in a subprocess on ``data`` with the hash embedder."""
+    full_env = {
         **os.environ,
         "ENGRAM_DATA_DIR": str(data),
         "ENGRAM_EMBEDDINGS__PRIMARY__PROVIDER": "hash",
+        **(env or {}),
     }
-    env.pop("ENGRAM_CONFIG", None)
+    full_env.pop("ENGRAM_CONFIG", None)
     pre = ["--agent", agent] if agent else []
     return subprocess.run(
         [sys.executable, "-m", "engram_api", *pre, *args],
-        env=env,
+        env=full_env,
         capture_output=True,
         text=True,
         timeout=120,
