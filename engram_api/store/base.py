@@ -20,6 +20,8 @@ RRF_K: Final = 60
 KEYWORD_INDEXES: Final = (
     "scope",
     "scope_kind",
+    "live_scope",
+    "live_scope_kind",
     "mem_type",
     "trust",
     "agent",
@@ -31,6 +33,7 @@ INTEGER_INDEXES: Final = ("archived",)
 FLOAT_INDEXES: Final = ("created_at_epoch",)
 
 SearchMode = Literal["dense", "sparse", "hybrid"]
+
 DenseVector = npt.NDArray[np.float32]
 
 
@@ -58,6 +61,48 @@ class Match:
     created_before_epoch: float | None = None
     created_after_epoch: float | None = None
     ids: frozenset[str] | None = None
+
+
+# Derived fields: the scope (and its kind) while the memory is active, "" once archived. The
+# hot path (active memories of some scopes) then filters on one indexed keyword instead of
+# scope AND archived, which qdrant-edge plans 2-4x slower. Stores keep them in step with
+# ``archived`` on every write, so nothing above the store ever sets them.
+LIVE_FIELDS: Final = ("live_scope", "live_scope_kind")
+
+
+def with_live_fields(payload: dict[str, Any]) -> dict[str, Any]:
+    active = not payload.get("archived")
+    scope = str(payload.get("scope", ""))
+    return {
+        **payload,
+        "live_scope": scope if active else "",
+        "live_scope_kind": scope.split(":", 1)[0] if active and scope else "",
+    }
+
+
+def live_updates(
+    updates: Sequence[tuple[Sequence[str], dict[str, Any]]], scopes: dict[str, str]
+) -> list[tuple[list[str], dict[str, Any]]]:
+    """Rewrite payload updates that touch ``archived`` so the live fields follow, per point."""
+    out: list[tuple[list[str], dict[str, Any]]] = []
+    for ids, payload in updates:
+        if "archived" not in payload:
+            out.append((list(ids), payload))
+            continue
+        for pid in ids:
+            if pid in scopes:
+                live = with_live_fields({"scope": scopes[pid], **payload})
+                out.append(([pid], {**payload, **{k: live[k] for k in LIVE_FIELDS}}))
+    return out
+
+
+def ids_needing_scope(updates: Sequence[tuple[Sequence[str], dict[str, Any]]]) -> list[str]:
+    return sorted({pid for ids, payload in updates if "archived" in payload for pid in ids})
+
+
+def uses_live_fields(m: Match) -> bool:
+    """Whether a filter can use the derived fields (active memories of chosen scopes)."""
+    return m.archived is False and (m.scopes is not None or m.scope_kinds is not None)
 
 
 @dataclass
@@ -133,5 +178,9 @@ class MemoryStore(Protocol):
     async def facet(self, key: str, match: Match, *, limit: int = 1000) -> dict[str, int]: ...
 
     async def set_payload(self, ids: Sequence[str], payload: dict[str, Any]) -> None: ...
+
+    async def set_payloads(self, updates: Sequence[tuple[Sequence[str], dict[str, Any]]]) -> None:
+        """Many ``set_payload`` calls applied in order as one write (maintenance batches)."""
+        ...
 
     async def delete(self, ids: Sequence[str]) -> None: ...

@@ -28,21 +28,27 @@ from .base import (
     SparseVec,
     StoredPoint,
     StoreError,
+    ids_needing_scope,
+    live_updates,
+    uses_live_fields,
+    with_live_fields,
 )
 
 
 def client_filter(m: Match) -> models.Filter:
     must: list[Any] = []
+    live = uses_live_fields(m)
+    scope_key, kind_key = ("live_scope", "live_scope_kind") if live else ("scope", "scope_kind")
     if m.scopes is not None or m.scope_kinds is not None:
         should: list[Any] = []
         if m.scopes:
             should.append(
-                models.FieldCondition(key="scope", match=models.MatchAny(any=sorted(m.scopes)))
+                models.FieldCondition(key=scope_key, match=models.MatchAny(any=sorted(m.scopes)))
             )
         if m.scope_kinds:
             should.append(
                 models.FieldCondition(
-                    key="scope_kind", match=models.MatchAny(any=sorted(m.scope_kinds))
+                    key=kind_key, match=models.MatchAny(any=sorted(m.scope_kinds))
                 )
             )
         if not should:
@@ -56,7 +62,7 @@ def client_filter(m: Match) -> models.Filter:
         )
     if m.trusts is not None:
         must.append(models.FieldCondition(key="trust", match=models.MatchAny(any=sorted(m.trusts))))
-    if m.archived is not None:
+    if m.archived is not None and not live:
         must.append(
             models.FieldCondition(key="archived", match=models.MatchValue(value=int(m.archived)))
         )
@@ -182,7 +188,9 @@ class QdrantServerStore:
             vec: dict[str, Any] = {DENSE: [float(x) for x in p.dense]}
             if p.sparse is not None and p.sparse.indices:
                 vec[SPARSE] = models.SparseVector(indices=p.sparse.indices, values=p.sparse.values)
-            structs.append(models.PointStruct(id=p.id, vector=vec, payload=p.payload))
+            structs.append(
+                models.PointStruct(id=p.id, vector=vec, payload=with_live_fields(p.payload))
+            )
         try:
             await self._client.upsert(self._collection, points=structs, wait=True)
         except Exception as exc:
@@ -314,12 +322,32 @@ class QdrantServerStore:
         return {str(h.value): int(h.count) for h in res.hits}
 
     async def set_payload(self, ids: Sequence[str], payload: dict[str, Any]) -> None:
-        if not ids:
+        await self.set_payloads([(ids, payload)])
+
+    async def set_payloads(self, updates: Sequence[tuple[Sequence[str], dict[str, Any]]]) -> None:
+        if not any(ids for ids, _ in updates):
             return
         try:
-            await self._client.set_payload(
-                self._collection, payload=payload, points=list(ids), wait=True
+            need = ids_needing_scope(updates)
+            recs = (
+                await self._client.retrieve(
+                    self._collection, ids=need, with_payload=["scope"], with_vectors=False
+                )
+                if need
+                else []
             )
+            scopes = {str(r.id): str((r.payload or {}).get("scope", "")) for r in recs}
+            ops: list[Any] = [
+                models.SetPayloadOperation(
+                    set_payload=models.SetPayload(payload=payload, points=list(ids))
+                )
+                for ids, payload in live_updates(updates, scopes)
+                if ids
+            ]
+            if ops:
+                await self._client.batch_update_points(
+                    self._collection, update_operations=ops, wait=True
+                )
         except Exception as exc:
             raise StoreError(f"qdrant: set_payload failed: {exc}") from exc
 

@@ -159,3 +159,22 @@ async def test_data_survives_close_and_reopen(tmp_path: Path) -> None:
     await s2.open(DIM)
     assert [x.payload["content"] for x in await s2.retrieve([p.id])] == ["durable"]
     await s2.close()
+
+
+async def test_archiving_through_payload_updates_keeps_scoped_filters_exact(
+    store: MemoryStore,
+) -> None:
+    a, b, c = point("a", "group:x"), point("b", "group:x"), point("c", "agent:w")
+    await store.upsert([a, b, c])
+    active_x = Match(scopes=frozenset({"group:x"}), archived=False)
+    active_agents = Match(scope_kinds=frozenset({"agent"}), archived=False)
+    await store.set_payload([a.id], {"archived": 1, "archived_reason": "test"})
+    await store.set_payloads([([c.id], {"archived": 1})])
+    assert await store.count(active_x) == 1
+    assert await store.count(active_agents) == 0
+    assert await store.count(Match(scopes=frozenset({"group:x"}), archived=True)) == 1
+    hits = await store.query(dense=a.dense, sparse=None, match=active_x, limit=5, mode="dense")
+    assert [h.id for h in hits] == [b.id]
+    await store.set_payloads([([a.id, c.id], {"archived": 0})])
+    assert await store.count(active_x) == 2
+    assert await store.count(active_agents) == 1
