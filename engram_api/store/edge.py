@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 import qdrant_edge as qe
@@ -39,6 +39,9 @@ from .base import (
     uses_live_fields,
     with_live_fields,
 )
+
+if TYPE_CHECKING:
+    from qdrant_edge import PointId
 
 T = TypeVar("T")
 
@@ -305,7 +308,7 @@ class EdgeStore:
             need = ids_needing_scope(updates)
             recs = (
                 self.shard.retrieve(
-                    list[qe.PointId](need), with_payload=["scope"], with_vector=False
+                    cast("list[PointId]", need), with_payload=["scope"], with_vector=False
                 )
                 if need
                 else []
