@@ -184,7 +184,7 @@ class EdgeStore:
             return
         edge_points = []
         for p in points:
-            vec: dict[str, Any] = {DENSE: [float(x) for x in p.dense]}
+            vec: dict[str, Any] = {DENSE: np.asarray(p.dense, dtype=np.float32).tolist()}
             if p.sparse is not None and p.sparse.indices:
                 vec[SPARSE] = qe.SparseVector(p.sparse.indices, p.sparse.values)
             edge_points.append(qe.Point(p.id, vec, with_live_fields(p.payload)))
@@ -218,7 +218,9 @@ class EdgeStore:
         flt = edge_filter(match)
         exact = qe.SearchParams(exact=True)
         dense_q = (
-            qe.Query.Nearest([float(x) for x in dense], using=DENSE) if dense is not None else None
+            qe.Query.Nearest(np.asarray(dense, dtype=np.float32).tolist(), using=DENSE)
+            if dense is not None
+            else None
         )
         sparse_q = (
             qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=SPARSE)
@@ -258,7 +260,7 @@ class EdgeStore:
         reqs = [
             qe.QueryRequest(
                 limit=limit,
-                query=qe.Query.Nearest([float(x) for x in v], using=DENSE),
+                query=qe.Query.Nearest(np.asarray(v, dtype=np.float32).tolist(), using=DENSE),
                 filter=flt,
                 with_payload=True,
                 score_threshold=score_threshold,

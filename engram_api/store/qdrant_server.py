@@ -185,7 +185,7 @@ class QdrantServerStore:
             return
         structs = []
         for p in points:
-            vec: dict[str, Any] = {DENSE: [float(x) for x in p.dense]}
+            vec: dict[str, Any] = {DENSE: np.asarray(p.dense, dtype=np.float32).tolist()}
             if p.sparse is not None and p.sparse.indices:
                 vec[SPARSE] = models.SparseVector(indices=p.sparse.indices, values=p.sparse.values)
             structs.append(
@@ -227,7 +227,7 @@ class QdrantServerStore:
             if sparse is not None and sparse.indices
             else None
         )
-        dense_q = [float(x) for x in dense] if dense is not None else None
+        dense_q = np.asarray(dense, dtype=np.float32).tolist() if dense is not None else None
         try:
             if mode == "sparse":
                 if sparse_q is None:
@@ -266,7 +266,7 @@ class QdrantServerStore:
         flt = client_filter(match)
         reqs = [
             models.QueryRequest(
-                query=[float(x) for x in v],
+                query=np.asarray(v, dtype=np.float32).tolist(),
                 using=DENSE,
                 filter=flt,
                 limit=limit,

@@ -1,0 +1,140 @@
+"""Engine benchmark: bulk insert, single add and filtered search, embedding time excluded.
+
+Runs the embedded store (qdrant-edge) and, as the baseline in the same run, qdrant-client's
+local mode through the same store interface. Vectors are precomputed with the hash embedder.
+
+    .venv/bin/python bench/engine.py                 # 1k, 10k, 100k
+    .venv/bin/python bench/engine.py --sizes 1000 10000 --baseline-max 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+
+from engram_api.embeddings.bm25 import Bm25Encoder
+from engram_api.embeddings.hashing import HashingEmbedder
+from engram_api.memory.model import Memory, MemType, Source, Trust, content_hash
+from engram_api.store.base import Match, MemoryStore, PointWrite
+from engram_api.store.edge import EdgeStore
+from engram_api.store.qdrant_server import QdrantServerStore
+
+WORDS = (  # noqa: SIM905
+    "deploy helm chart postgres redis cluster staging prod user prefers dark mode tea coffee "
+    "meeting monday release branch review lint test flaky timeout retry queue backup restore "
+    "kubernetes node pod secret rotate vault dashboard metrics alert pager oncall runbook"
+).split()
+SCOPES = ["global", *[f"group:team-{i}" for i in range(8)], "dm"]
+
+
+def synth(n: int, seed: int = 7) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=int(rng.integers(6, 16)))) + f" #{i}" for i in range(n)]
+
+
+def points(texts: list[str]) -> list[PointWrite]:
+    emb, bm25 = HashingEmbedder(384), Bm25Encoder()
+    now = datetime.now(UTC)
+    out = []
+    for i, text in enumerate(texts):
+        wid = str(uuid.uuid4())
+        mem = Memory(
+            id=str(uuid.uuid5(uuid.NAMESPACE_URL, wid)),
+            content=text,
+            scope=SCOPES[i % len(SCOPES)],
+            mem_type=list(MemType)[i % 7],
+            trust=Trust.medium,
+            source=Source.agent_output,
+            agent="bench",
+            context="",
+            created_at=now - timedelta(minutes=i),
+            updated_at=now,
+            write_id=wid,
+            embedding_model="hash/384",
+            content_hash=content_hash(text),
+            archived=i % 10 == 0,
+        )
+        out.append(PointWrite(mem.id, emb.embed_one(text), bm25.document(text), mem.to_payload()))
+    return out
+
+
+def pct(samples: list[float], q: float) -> float:
+    return statistics.quantiles(samples, n=100)[int(q) - 1] if len(samples) > 1 else samples[0]
+
+
+async def measure(store: MemoryStore, pts: list[PointWrite], queries: int) -> dict[str, float]:
+    await store.open(384)
+    t0 = time.perf_counter()
+    for i in range(0, len(pts), 256):
+        await store.upsert(pts[i : i + 256])
+    bulk = len(pts) / (time.perf_counter() - t0)
+    extra = points(synth(50, seed=99))
+    adds = []
+    for p in extra:
+        t = time.perf_counter()
+        await store.upsert([p])
+        adds.append((time.perf_counter() - t) * 1000)
+    emb, bm25 = HashingEmbedder(384), Bm25Encoder()
+    qtexts = synth(queries, seed=3)
+    match = Match(scopes=frozenset({"group:team-3", "global"}), archived=False)
+    res: dict[str, float] = {"bulk_pts_s": bulk, "add_p50": pct(adds, 50), "add_p99": pct(adds, 99)}
+    for mode in ("dense", "hybrid"):
+        lat = []
+        for q in qtexts:
+            dense, sparse = emb.embed_one(q), bm25.query(q)
+            t = time.perf_counter()
+            await store.query(dense=dense, sparse=sparse, match=match, limit=10, mode=mode)  # type: ignore[arg-type]
+            lat.append((time.perf_counter() - t) * 1000)
+        res[f"{mode}_p50"], res[f"{mode}_p99"] = pct(lat, 50), pct(lat, 99)
+    await store.close()
+    return res
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
+    ap.add_argument("--baseline-max", type=int, default=100000)
+    ap.add_argument("--queries", type=int, default=200)
+    args = ap.parse_args()
+    rows = []
+    for n in args.sizes:
+        pts = points(synth(n))
+        with tempfile.TemporaryDirectory() as d:
+            edge = await measure(EdgeStore(Path(d) / "edge"), pts, args.queries)
+        rows.append(("qdrant-edge (embedded)", n, edge))
+        if n <= args.baseline_max:
+            q = max(10, args.queries // 10) if n >= 50000 else args.queries
+            with tempfile.TemporaryDirectory() as d:
+                qc = await measure(QdrantServerStore("m", path=Path(d) / "qc"), pts, q)
+            rows.append(("qdrant-client local (baseline)", n, qc))
+    head = (
+        "| store | N | bulk pts/s | add p50/p99 ms | dense search p50/p99 ms | hybrid p50/p99 ms |"
+    )
+    print(head)
+    print("|---|---|---|---|---|---|")
+    for name, n, r in rows:
+        print(
+            f"| {name} | {n:,} | {r['bulk_pts_s']:,.0f} | {r['add_p50']:.2f} / {r['add_p99']:.2f} "
+            f"| {r['dense_p50']:.2f} / {r['dense_p99']:.2f} | {r['hybrid_p50']:.2f} / "
+            f"{r['hybrid_p99']:.2f} |"
+        )
+    by = {(name.split()[0], n): r for name, n, r in rows}
+    for n in args.sizes:
+        if ("qdrant-client", n) in by:
+            e, b = by[("qdrant-edge", n)], by[("qdrant-client", n)]
+            print(
+                f"N={n:,}: edge dense search is {b['dense_p50'] / e['dense_p50']:.0f}x faster "
+                f"(p50), bulk insert {e['bulk_pts_s'] / b['bulk_pts_s']:.1f}x faster"
+            )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
