@@ -27,11 +27,12 @@ from engram_api.store.base import Match, MemoryStore, PointWrite
 from engram_api.store.edge import EdgeStore
 from engram_api.store.qdrant_server import QdrantServerStore
 
-WORDS = (  # noqa: SIM905
+_VOCAB = (
     "deploy helm chart postgres redis cluster staging prod user prefers dark mode tea coffee "
     "meeting monday release branch review lint test flaky timeout retry queue backup restore "
     "kubernetes node pod secret rotate vault dashboard metrics alert pager oncall runbook"
-).split()
+)
+WORDS = _VOCAB.split()
 SCOPES = ["global", *[f"group:team-{i}" for i in range(8)], "dm"]
 
 
