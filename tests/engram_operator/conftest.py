@@ -1,0 +1,65 @@
+"""Fixtures for the operator tests: an emulated API server and the operator running against it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import kmock
+import pytest
+
+from engram_operator import rbac
+from engram_operator.settings import OperatorSettings
+from tests.engram_operator.kopf_harness import (
+    Cluster,
+    RunningOperator,
+    StampingEmulator,
+    StartOperator,
+    declare_resources,
+    eventually,
+    make_settings,
+)
+
+WATCHED = {"engramagents", "engrammaintenances", "jobs"}
+
+
+@pytest.fixture
+def settings() -> OperatorSettings:
+    return make_settings()
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[Cluster]:
+    async with StampingEmulator() as emulator, kmock.Server(emulator):
+        declare_resources(emulator)
+        yield Cluster(emulator)
+
+
+@pytest.fixture
+async def start_operator(cluster: Cluster) -> AsyncIterator[StartOperator]:
+    """Start the operator (optionally with other settings); stopped at teardown."""
+    running: list[RunningOperator] = []
+
+    async def start(settings: OperatorSettings | None = None, **kwargs: Any) -> RunningOperator:
+        operator = RunningOperator(settings or make_settings(), cluster.url, **kwargs)
+        running.append(operator)
+        before = len(cluster.operator_requests())
+        await operator.start()
+        await eventually(
+            lambda: cluster.watched(WATCHED, since=before),
+            what="the operator watching its resources",
+        )
+        return operator
+
+    yield start
+    for operator in reversed(running):
+        await operator.stop()
+    # Every test that ran the operator also checks it stayed within its RBAC rules.
+    allowed = rbac.permissions()
+    denied = sorted(p for p in cluster.used_permissions() if p not in allowed)
+    assert not denied, f"the operator made calls its RBAC rules do not allow: {denied}"
+
+
+@pytest.fixture
+async def operator(start_operator: StartOperator, settings: OperatorSettings) -> RunningOperator:
+    return await start_operator(settings)
