@@ -19,6 +19,8 @@ from pydantic_settings import (
 )
 
 from engram_api.embeddings.config import EmbeddingSettings
+from engram_api.llm.config import LLMSettings
+from engram_api.maintenance.config import MaintenanceSettings
 
 
 def default_data_dir() -> Path:
@@ -63,9 +65,19 @@ class ServerSettings(BaseModel):
     port: int = Field(default=8765, ge=1, le=65535)
     # Refuse to serve a non-loopback address without authentication unless this is set.
     insecure_no_auth: bool = False
+    # Host/Origin allow-lists (DNS-rebinding protection). Empty on a loopback bind: the
+    # loopback names; empty on any other bind: not checked (bearer auth guards the service).
     allowed_hosts: list[str] = Field(default_factory=list)
     allowed_origins: list[str] = Field(default_factory=list)
     max_request_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1_048_576)
+    # How often the permission file is checked for changes.
+    permissions_poll_s: float = Field(default=2.0, gt=0, le=300)
+    # /readyz embeds a probe text at most this often (remote providers bill per call).
+    readiness_probe_ttl_s: float = Field(default=30.0, ge=0, le=3600)
+    # /metrics: at most this many scope labels (the rest are summed as scope="_other"), and
+    # memory counts are recomputed at most this often.
+    metrics_max_scopes: int = Field(default=100, ge=1, le=10_000)
+    metrics_cache_s: float = Field(default=10.0, ge=0, le=3600)
 
 
 class KubernetesAuthSettings(BaseModel):
@@ -75,8 +87,10 @@ class KubernetesAuthSettings(BaseModel):
     enabled: bool = False
     audience: str = Field(default="", max_length=253)
     cache_ttl_s: float = Field(default=60.0, ge=0, le=3600)
-    # Empty: in-cluster config. Tests point it at a local API server.
+    # Empty: in-cluster config (else ~/.kube/config). Set it for `kubectl proxy` or tests.
     api_url: str = Field(default="", max_length=2048)
+    timeout_s: float = Field(default=5.0, gt=0, le=60)
+    cache_max_entries: int = Field(default=4096, ge=0, le=1_000_000)
 
 
 class EngramSettings(BaseSettings):
@@ -95,6 +109,9 @@ class EngramSettings(BaseSettings):
     guards: GuardSettings = Field(default_factory=GuardSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     kubernetes_auth: KubernetesAuthSettings = Field(default_factory=KubernetesAuthSettings)
+    # The LLM used by maintenance only (re-extraction, conflicts, consolidation); none by default.
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @field_validator("data_dir")

