@@ -208,3 +208,22 @@ def test_replay_killed_with_sigkill_loses_and_duplicates_nothing(tmp_path: Path)
     stored = asyncio.run(stored_write_ids())
     assert len(stored) == n
     assert sorted(stored) == sorted(write_ids)
+
+
+async def test_with_both_store_and_embedder_down_writes_queue_and_recover(
+    queue: DurableQueue, tmp_path: Path
+) -> None:
+    store = EdgeStore(tmp_path / "edge")  # not opened: down
+    svc = wire(store, queue, embedder=DownEmbedder(384))
+    ack = await svc.add(agent="main", content="written during a full outage", scope="global")
+    assert ack["queued"] is True
+    search = await svc.search(agent="main", query="outage")
+    assert search["degraded"] is True
+    assert search["results"] == []
+    assert "store unavailable" in search["reason"]
+    await store.open(384)
+    wire(store, queue)  # both back
+    assert await queue.drain() == 1
+    [p] = await store.retrieve([ack["id"]])
+    assert p.payload["content"] == "written during a full outage"
+    await store.close()
