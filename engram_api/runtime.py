@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engram_api.datadir import DataDirLock
-from engram_api.embeddings.base import Embedder
+from engram_api.embeddings.base import Embedder, EmbeddingConfigError
 from engram_api.errors import EngramError
 from engram_api.memory.guards import SecretGuard, SecretPatternError
 from engram_api.memory.policy import PolicyEngine
@@ -66,7 +66,10 @@ def load_permissions(path: Path | None) -> PermissionConfig:
 def build_embedder(settings: EngramSettings) -> Embedder:
     from engram_api.embeddings.factory import build_embedder as factory
 
-    return factory(settings.embeddings)
+    try:
+        return factory(settings.embeddings)
+    except EmbeddingConfigError as exc:
+        raise StartupError(f"embeddings: {exc}") from None
 
 
 def build_store(settings: EngramSettings, collection: str | None = None) -> MemoryStore:

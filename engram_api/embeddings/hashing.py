@@ -5,6 +5,7 @@ Lexical only (paraphrases do not match), but stable across processes and machine
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import zlib
@@ -22,7 +23,8 @@ _STOPWORDS: Final = frozenset(
     being am do does did have has had having i me my we our you your he him his she her it its they
     them their this that these those what which who whom whose when where why how not no nor so too
     very can will just should would could may might must shall about into over under again further
-    once here there all any both each few more most other some such only own same than s t""".split()
+    once here there all any both each few more most other some such only own same
+    than s t""".split()  # noqa: SIM905
 )
 
 
@@ -52,7 +54,7 @@ class HashingEmbedder:
                 key = "c:" + marked[i : i + 3]
                 feats[key] += 1
                 weights[key] = 0.35
-        for a, b in zip(words, words[1:], strict=False):
+        for a, b in itertools.pairwise(words):
             key = f"b:{a} {b}"
             feats[key] += 1
             weights[key] = 0.7

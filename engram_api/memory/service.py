@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 from engram_api.embeddings.base import Embedder, EmbeddingError
 from engram_api.embeddings.bm25 import Bm25Encoder
+from engram_api.embeddings.chain import EmbedderChain
 from engram_api.errors import EngramError, InvalidInput, NotFound, PermissionDenied, Unavailable
 from engram_api.settings import LimitSettings
 from engram_api.store.base import (
@@ -238,7 +239,13 @@ class MemoryService:
             status = "stored" if existing[0].id == pid else "duplicate"
             return self._answer(w, status=status, memory=mem.to_public()) | {"id": mem.id}
         text = f"{w.content}\n{w.context}" if w.context else w.content
-        [dense] = await self.embedder.embed_documents([text])
+        if isinstance(self.embedder, EmbedderChain):
+            # Record the model that really answered: a fallback's vectors live in another space.
+            got = await self.embedder.embed_documents_with_model([text])
+            dense, model_id = got.vectors[0], got.model_id
+        else:
+            [dense] = await self.embedder.embed_documents([text])
+            model_id = self.embedder.model_id
         now = self.clock()
         mem = Memory(
             id=pid,
@@ -252,7 +259,7 @@ class MemoryService:
             created_at=w.created_at,
             updated_at=now,
             write_id=w.write_id,
-            embedding_model=self.embedder.model_id,
+            embedding_model=model_id,
             content_hash=chash,
         )
         await self.store.upsert(

@@ -1,0 +1,159 @@
+"""Primary then fallback embedder, at run time, with retries and a breaker per provider.
+
+A chain is itself an :class:`~engram_api.embeddings.base.Embedder` whose ``model_id`` is the
+primary's (the model the collection is built with). The ``*_with_model`` methods also say which
+provider answered, so each memory records the model that really embedded it: a fallback's
+vectors share the dimension but not the vector space, and ``engram reembed`` fixes them later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from engram_api.embeddings.base import Embedder, EmbeddingConfigError, EmbeddingError, Vector
+from engram_api.resilience import (
+    AllFailed,
+    CircuitBreaker,
+    Failure,
+    Member,
+    ProviderFailed,
+    ResilienceSettings,
+    failover,
+)
+
+_ROLES = ("primary", "fallback")
+
+
+@dataclass(frozen=True)
+class Embedded:
+    vectors: list[Vector]
+    model_id: str
+
+
+@dataclass(frozen=True)
+class ProviderStatus:
+    role: str
+    model_id: str
+    breaker: str  # closed | open | half_open
+
+
+async def _guarded(op: Awaitable[list[Vector]]) -> list[Vector]:
+    try:
+        return await op
+    except EmbeddingError as exc:
+        raise ProviderFailed(Failure(exc.kind, str(exc))) from None
+
+
+class EmbedderChain:
+    def __init__(
+        self,
+        providers: Sequence[Embedder],
+        *,
+        settings: ResilienceSettings | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not providers:
+            raise EmbeddingConfigError("an embedding chain needs at least one provider")
+        if len(providers) > len(_ROLES):
+            raise EmbeddingConfigError("an embedding chain has a primary and at most one fallback")
+        dims = {p.dimension for p in providers}
+        if len(dims) > 1:
+            described = ", ".join(
+                f"{role} {p.model_id} gives {p.dimension}"
+                for role, p in zip(_ROLES, providers, strict=False)
+            )
+            raise EmbeddingConfigError(
+                f"embedding providers disagree on dimension ({described}): every provider in a "
+                "chain must produce the collection's dimension; set the fallback's dimension to "
+                f"{providers[0].dimension} if its model supports it, or choose another fallback"
+            )
+        self._settings = settings or ResilienceSettings()
+        self._sleep = sleep
+        self._rng = rng
+        self._members = [
+            Member(
+                role=role,
+                name=p.model_id,
+                provider=p,
+                breaker=CircuitBreaker(
+                    failures=self._settings.breaker_failures,
+                    reset_s=self._settings.breaker_reset_s,
+                    clock=clock,
+                ),
+            )
+            for role, p in zip(_ROLES, providers, strict=False)
+        ]
+
+    @property
+    def model_id(self) -> str:
+        return self._members[0].provider.model_id
+
+    @property
+    def dimension(self) -> int:
+        return self._members[0].provider.dimension
+
+    @property
+    def model_ids(self) -> list[str]:
+        return [m.provider.model_id for m in self._members]
+
+    def status(self) -> list[ProviderStatus]:
+        return [ProviderStatus(m.role, m.name, m.breaker.state.value) for m in self._members]
+
+    def check_collection(self, *, collection: str, dimension: int, model_id: str | None) -> None:
+        """Refuse to start on a collection built with another model or dimension."""
+        if dimension != self.dimension or (model_id and model_id != self.model_id):
+            built = f"{dimension}-d vectors" + (f" from {model_id}" if model_id else "")
+            raise EmbeddingConfigError(
+                f"collection {collection!r} holds {built}, but the configured embedder is "
+                f"{self.model_id} ({self.dimension}-d): run `engram reembed --to {self.model_id}` "
+                "to rebuild the vectors, or configure the model the collection was built with"
+            )
+
+    async def _run(
+        self, call: Callable[[Embedder], Awaitable[list[Vector]]], what: str
+    ) -> Embedded:
+        try:
+            vectors, member = await failover(
+                self._members,
+                lambda p: _guarded(call(p)),
+                settings=self._settings,
+                what=what,
+                sleep=self._sleep,
+                rng=self._rng,
+            )
+        except ProviderFailed as exc:
+            raise EmbeddingError(str(exc.failure.detail), kind=exc.failure.kind) from None
+        except AllFailed as exc:
+            kind = exc.last.kind if exc.last else "server"
+            raise EmbeddingError(
+                f"no embedding provider available: {exc}", kind=kind, retryable=True
+            ) from None
+        return Embedded(vectors, member.provider.model_id)
+
+    async def embed_documents_with_model(self, texts: Sequence[str]) -> Embedded:
+        if not texts:
+            return Embedded([], self.model_id)
+        return await self._run(lambda p: p.embed_documents(texts), "embedding documents")
+
+    async def embed_query_with_model(self, text: str) -> tuple[Vector, str]:
+        async def one(p: Embedder) -> list[Vector]:
+            return [await p.embed_query(text)]
+
+        result = await self._run(one, "embedding a query")
+        return result.vectors[0], result.model_id
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
+        return (await self.embed_documents_with_model(texts)).vectors
+
+    async def embed_query(self, text: str) -> Vector:
+        return (await self.embed_query_with_model(text))[0]
+
+    async def aclose(self) -> None:
+        for m in self._members:
+            await m.provider.aclose()

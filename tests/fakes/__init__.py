@@ -1,0 +1,1 @@
+"""Loopback fakes of the remote APIs Engram talks to, shared by the tests."""
