@@ -12,14 +12,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engram_api.cli import memory_commands, reembed_command, server_commands
+from engram_api.cli import (
+    maintenance_commands,
+    memory_commands,
+    reembed_command,
+    server_commands,
+)
 from engram_api.errors import EngramError, InvalidInput, PermissionDenied, SecretDetected
 from engram_api.runtime import StartupError
 from engram_api.settings import SettingsError, load_settings
 
 _USAGE_ERRORS = (InvalidInput, PermissionDenied, SecretDetected, SettingsError, StartupError)
 # Each module registers its own sub-commands (see engram_api.cli.base).
-COMMAND_MODULES = [memory_commands, reembed_command, server_commands]
+COMMAND_MODULES = [memory_commands, reembed_command, server_commands, maintenance_commands]
 
 
 def build_parser() -> argparse.ArgumentParser:

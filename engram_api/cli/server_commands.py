@@ -80,10 +80,14 @@ def _server_settings(settings: EngramSettings, args: argparse.Namespace) -> Engr
 def _serve(settings: EngramSettings, args: argparse.Namespace) -> int:
     import uvicorn
 
+    from engram_api.runtime import load_permissions
     from engram_api.server.app import create_app
+    from engram_api.server.auth import check_bind_safety
     from engram_api.server.logs import configure_logging
 
     settings = _server_settings(settings, args)
+    # Refuse an open bind before touching logging or the data dir.
+    check_bind_safety(settings, load_permissions(settings.permissions_file))
     configure_logging(settings.log_level)
     app = create_app(settings, default_agent=args.agent)
     server = uvicorn.Server(

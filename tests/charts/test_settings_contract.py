@@ -38,7 +38,7 @@ EVERYTHING_ON: dict[str, Any] = {
         "baseUrl": "https://llm.example.com/v1",
         "apiKeySecret": {"name": "gm", "key": "k"},
     },
-    "mcp": {"allowedHosts": ["engram.example.com"], "publicUrl": "https://engram.example.com"},
+    "mcp": {"allowedHosts": ["engram.example.com"], "maxRequestBytes": 2097152},
     "extraEnv": [{"name": "ENGRAM_MAINTENANCE__BACKUP__KEEP", "value": "14"}],
     "operator": {"watchNamespaces": ["agents-a", "agents-b"]},
 }

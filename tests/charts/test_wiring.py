@@ -413,9 +413,6 @@ def test_ingress_routes_its_hosts_to_the_mcp_service(
     assert env_value(_mcp_container(rendered), "ENGRAM_SERVER__ALLOWED_HOSTS") == (
         '["engram.example.com"]'
     )
-    assert env_value(_mcp_container(rendered), "ENGRAM_SERVER__PUBLIC_URL") == (
-        "https://engram.example.com"
-    )
     assert "https://engram.example.com/mcp" in rendered.notes
 
 

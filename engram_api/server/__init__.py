@@ -1,0 +1,1 @@
+"""The MCP service: tools over streamable HTTP (``engram serve``) and stdio (``engram stdio``)."""

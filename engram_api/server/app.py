@@ -1,0 +1,196 @@
+"""The HTTP service: MCP over streamable HTTP at /mcp, plus /healthz, /readyz and /metrics.
+
+MCP runs stateless with JSON responses, so every request stands alone and any replica can
+answer it: replicas share only the Qdrant server and the permission config. The engine is
+opened in the lifespan through :func:`engram_api.runtime.open_engine`, the same composition
+root the CLI and the stdio server use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from engram_api import __version__
+from engram_api.runtime import Engine, load_permissions, open_engine
+from engram_api.server.auth import Authenticator, AuthMiddleware, check_bind_safety, is_loopback
+from engram_api.server.calls import ToolRuntime
+from engram_api.server.logs import REQUEST_ID_KEY, accept_request_id, request_id_var
+from engram_api.server.metrics import CONTENT_TYPE, Metrics
+from engram_api.server.readiness import EmbedderProbe, readiness
+from engram_api.server.reload import PermissionWatcher
+from engram_api.server.tools import build_mcp
+from engram_api.settings import EngramSettings, ServerSettings
+
+log = logging.getLogger(__name__)
+
+MCP_PATH = "/mcp"
+_LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+_LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+
+
+def transport_security(s: ServerSettings) -> TransportSecuritySettings:
+    """Host/Origin checks against DNS rebinding (browsers reaching a local server)."""
+    if s.allowed_hosts or s.allowed_origins:
+        return TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=s.allowed_hosts or list(_LOOPBACK_HOSTS),
+            allowed_origins=s.allowed_origins,
+        )
+    if is_loopback(s.host):
+        return TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=list(_LOOPBACK_HOSTS),
+            allowed_origins=list(_LOOPBACK_ORIGINS),
+        )
+    # Beyond loopback the names clients use are unknown (Service DNS, ingress hosts) and a
+    # bearer token is required anyway; set allowed_hosts to check them too.
+    return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+
+class RequestIdMiddleware:
+    """Gives every request an id (the caller's X-Request-Id when sane) and echoes it back."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = accept_request_id(Headers(scope=scope).get("x-request-id"))
+        scope[REQUEST_ID_KEY] = rid
+        token = request_id_var.set(rid)
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message)["x-request-id"] = rid
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            request_id_var.reset(token)
+
+
+class ServerState:
+    def __init__(self, settings: EngramSettings, metrics: Metrics, runtime: ToolRuntime) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.runtime = runtime
+        self.engine: Engine | None = None
+        self.watcher: PermissionWatcher | None = None
+        self.probe: EmbedderProbe | None = None
+
+
+def create_app(settings: EngramSettings, *, default_agent: str = "main") -> FastAPI:
+    """Build the app; raises StartupError when the bind would be open to anyone."""
+    s = settings.server
+    config = load_permissions(settings.permissions_file)
+    check_bind_safety(settings, config)
+    if any(p.service_accounts for p in config.agents.values()) and not (
+        settings.kubernetes_auth.enabled
+    ):
+        log.warning(
+            "the permission config binds ServiceAccounts but kubernetes_auth.enabled is false; "
+            "ServiceAccount tokens will be refused"
+        )
+    metrics = Metrics(max_scopes=s.metrics_max_scopes, cache_s=s.metrics_cache_s)
+    runtime = ToolRuntime(metrics=metrics, transport="http", default_agent=default_agent)
+    state = ServerState(settings, metrics, runtime)
+    mcp = build_mcp(runtime)
+    mcp_http = mcp.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        stateless_http=True,
+        json_response=True,
+        max_request_body_size=s.max_request_bytes,
+        transport_security=transport_security(s),
+        host=s.host,
+    )
+    guarded = AuthMiddleware(mcp_http, authenticator=None, metrics=metrics)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with open_engine(settings) as engine:
+            policy = engine.service.policy
+            authenticator = Authenticator(settings, policy)
+            if authenticator.reviewer is not None:
+                await asyncio.to_thread(authenticator.reviewer.prepare)
+            watcher = PermissionWatcher(
+                settings.permissions_file, policy, metrics, interval_s=s.permissions_poll_s
+            )
+            watcher.prime()
+            state.engine, state.watcher = engine, watcher
+            state.probe = EmbedderProbe(engine.embedder, ttl_s=s.readiness_probe_ttl_s)
+            runtime.engine = engine
+            guarded.authenticator = authenticator
+            watcher.start()
+            try:
+                async with mcp.session_manager.run():
+                    log.info(
+                        "engram serving MCP",
+                        extra={
+                            "path": MCP_PATH,
+                            "auth": "token" if authenticator.requires_token() else "local",
+                            "kubernetes_auth": settings.kubernetes_auth.enabled,
+                            "store": engine.store.kind,
+                            "embedding_model": engine.embedder.model_id,
+                        },
+                    )
+                    yield
+            finally:
+                guarded.authenticator = None
+                runtime.engine = None
+                state.engine = None
+                await watcher.stop()
+                authenticator.close()
+
+    app = FastAPI(
+        title="Engram",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.engram = state
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        ready, body = await readiness(state.engine, state.probe, state.watcher)
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        if state.engine is not None:
+            await metrics.refresh(state.engine.store, state.engine.queue)
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    @app.get("/.well-known/{name:path}")
+    async def no_oauth_discovery(name: str) -> JSONResponse:
+        # Clients probe OAuth discovery first; a JSON 404 tells them there is none, so they
+        # send the bearer token they were configured with.
+        return JSONResponse(
+            {
+                "error": "not_found",
+                "error_description": "Engram uses bearer tokens from its permission config, "
+                "not OAuth; configure the client with an Authorization header",
+            },
+            status_code=404,
+        )
+
+    app.mount("/", guarded)
+    app.add_middleware(RequestIdMiddleware)
+    return app
