@@ -146,7 +146,7 @@ def build_cronjob(
 ) -> dict[str, Any]:
     """The CronJob that runs one maintenance task on its schedule."""
     labels = maintenance_labels(owner, spec.task)
-    env = [{"name": "ENGRAM_DATA_DIR", "value": DATA_DIR}]
+    env: list[dict[str, Any]] = [{"name": "ENGRAM_DATA_DIR", "value": DATA_DIR}]
     if spec.retention is not None:
         env.append({"name": BACKUP_KEEP_ENV, "value": str(spec.retention.keep)})
     mounts: list[dict[str, Any]] = [
@@ -167,8 +167,13 @@ def build_cronjob(
     env_from: list[dict[str, Any]] = []
     if settings.job_env_configmap:
         env_from.append({"configMapRef": {"name": settings.job_env_configmap}})
-    if settings.job_env_secret:
-        env_from.append({"secretRef": {"name": settings.job_env_secret}})
+    for secret in settings.job_env_secret_names:
+        env_from.append({"secretRef": {"name": secret}})
+    # Provider API keys: referenced by Secret and key, resolved by the kubelet, never read here.
+    for ref in settings.job_secret_env:
+        env.append(
+            {"name": ref.env, "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}}
+        )
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": settings.image,

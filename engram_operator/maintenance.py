@@ -31,6 +31,8 @@ from engram_operator.runs import job_outcome, merge_history, parse_history, summ
 
 # Set by the Job controller on every pod of a Job; unique per Job, unlike the Job's name.
 POD_JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
+# Ready reason of an EngramMaintenance outside the namespace where the job env lives.
+WRONG_NAMESPACE = "WrongNamespace"
 
 
 def snapshot_maintenance(body: Mapping[str, Any]) -> dict[None, dict[str, Any]]:
@@ -76,6 +78,16 @@ async def reconcile_maintenance(
         if before != [("True" if ready else "False", reason)]:
             announce(owner.as_body(), reason=reason, message=message, warning=not ready)
 
+    if owner.namespace != ctx.settings.job_namespace:
+        problem = (
+            f"EngramMaintenance must be in namespace {ctx.settings.job_namespace}, where the "
+            "maintenance pods' env ConfigMap and Secrets are (ENGRAM_OPERATOR_JOB_NAMESPACE); "
+            f"no CronJob is scheduled in {owner.namespace}"
+        )
+        await _suspend_own_cronjob(ctx, owner, logger)
+        await report(False, WRONG_NAMESPACE, problem, None)
+        return problem
+
     try:
         spec = parse_maintenance_spec(body.get("spec") or {}, resource_name=owner.name)
     except SpecError as exc:
@@ -107,6 +119,18 @@ async def reconcile_maintenance(
 
     await report(True, "Suspended" if spec.suspend else "Scheduled", _describe(spec, ref), name)
     return None
+
+
+async def _suspend_own_cronjob(ctx: OperatorContext, owner: Owner, logger: Logger) -> None:
+    """Suspend a CronJob this resource owns in a namespace where it may no longer run (made
+    before the namespace rule, or before the setting changed): its pods could not start."""
+    name = cronjob_name(owner.name)
+    current = await ctx.api.get(CRONJOBS, owner.namespace, name)
+    if current is None or not owner.owns(current):
+        return
+    if (current.get("spec") or {}).get("suspend") is not True:
+        await ctx.api.patch(CRONJOBS, owner.namespace, name, {"spec": {"suspend": True}})
+        logger.warning("Suspended CronJob %s/%s: wrong namespace.", owner.namespace, name)
 
 
 def _describe(spec: MaintenanceSpec, ref: str) -> str:

@@ -16,6 +16,8 @@ import pytest
 from pydantic import BaseModel
 
 from engram_api.settings import EngramSettings
+from engram_operator.builders import Owner, build_cronjob
+from engram_operator.models import parse_maintenance_spec
 from engram_operator.settings import OperatorSettings
 
 from .rendering import Obj, Rendered, render
@@ -155,22 +157,102 @@ def test_the_service_starts_from_the_default_environment(
     assert settings.server.insecure_no_auth is False
 
 
+def _operator_settings(rendered: Rendered, monkeypatch: pytest.MonkeyPatch) -> OperatorSettings:
+    _use_env(monkeypatch, _env(_operator_container(rendered), rendered), "ENGRAM_OPERATOR_")
+    # Required fields come from the environment set above.
+    return OperatorSettings()  # type: ignore[call-arg]
+
+
+def _job_container(rendered: Rendered, monkeypatch: pytest.MonkeyPatch) -> Obj:
+    """The container the operator would run for a maintenance, built by the real builder from
+    the settings the chart gives it."""
+    settings = _operator_settings(rendered, monkeypatch)
+    owner = Owner("engram.dev/v1alpha1", "EngramMaintenance", "engram-weekly", "engram", "uid")
+    spec = parse_maintenance_spec({"task": "weekly", "schedule": "0 4 * * 0"}, resource_name="x")
+    cronjob = build_cronjob(owner=owner, spec=spec, settings=settings)
+    container: Obj = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    return container
+
+
+def _secret_refs(container: Obj) -> list[Obj]:
+    return [e for e in container.get("env", []) if "secretKeyRef" in e.get("valueFrom", {})]
+
+
 def test_maintenance_jobs_get_a_complete_service_configuration(
     everything: Rendered, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    operator = _operator_container(everything)
-    values = {e["name"]: e.get("value") for e in operator["env"]}
-    job_container: Obj = {
-        "envFrom": [
-            {"configMapRef": {"name": values["ENGRAM_OPERATOR_JOB_ENV_CONFIGMAP"]}},
-            {"secretRef": {"name": values["ENGRAM_OPERATOR_JOB_ENV_SECRET"]}},
-        ]
-    }
+    job_container = _job_container(everything, monkeypatch)
     _use_env(monkeypatch, _env(job_container, everything), "ENGRAM_")
     settings = EngramSettings()
     assert settings.store.url == "http://engram-qdrant.engram.svc:6333"
     assert settings.store.api_key is not None
     assert str(settings.data_dir) == "/var/lib/engram"
+    # The provider keys: a Job with an OpenAI embedder or a Gemini LLM has its key.
+    assert settings.embeddings.primary.provider == "openai"
+    assert settings.embeddings.primary.api_key is not None
+    assert settings.llm.primary.provider == "gemini"
+    assert settings.llm.primary.api_key is not None
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        pytest.param({}, [], id="defaults"),
+        pytest.param(
+            EVERYTHING_ON,
+            [
+                ("ENGRAM_EMBEDDINGS__PRIMARY__API_KEY", "oa", "k"),
+                ("ENGRAM_LLM__PRIMARY__API_KEY", "gm", "k"),
+            ],
+            id="everything",
+        ),
+        pytest.param(
+            {
+                "embeddings": {
+                    "primary": {"provider": "gemini", "apiKeySecret": {"name": "g", "key": "a"}},
+                    "fallback": {"provider": "openai", "apiKeySecret": {"name": "o", "key": "b"}},
+                },
+                "llm": {"provider": "openai", "apiKeySecret": {"name": "o", "key": "c"}},
+            },
+            [
+                ("ENGRAM_EMBEDDINGS__FALLBACK__API_KEY", "o", "b"),
+                ("ENGRAM_EMBEDDINGS__PRIMARY__API_KEY", "g", "a"),
+                ("ENGRAM_LLM__PRIMARY__API_KEY", "o", "c"),
+            ],
+            id="fallback-and-shared-secret",
+        ),
+        pytest.param(
+            {"llm": {"provider": "gemini", "apiKeySecret": {"name": "", "key": "api-key"}}},
+            [],
+            id="provider-without-secret",
+        ),
+    ],
+)
+def test_maintenance_jobs_reference_the_same_provider_keys_as_the_service(
+    chart: helm_python.Chart,
+    values: dict[str, Any],
+    expected: list[tuple[str, str, str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rendered = render(chart, values)
+    job_refs = _secret_refs(_job_container(rendered, monkeypatch))
+    assert job_refs == _secret_refs(_mcp_container(rendered))
+    assert [
+        (e["name"], e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"])
+        for e in job_refs
+    ] == expected
+
+
+def test_provider_keys_pass_through_the_operator_as_names_only(everything: Rendered) -> None:
+    operator = _operator_container(everything)
+    by_name = {e["name"]: e for e in operator["env"]}
+    assert by_name["ENGRAM_OPERATOR_JOB_SECRET_ENV"]["value"] == (
+        "ENGRAM_EMBEDDINGS__PRIMARY__API_KEY=oa:k,ENGRAM_LLM__PRIMARY__API_KEY=gm:k"
+    )
+    # The chart never reads the provider Secrets: no lookup, no key material anywhere.
+    for obj in everything.objects:
+        if obj["kind"] in {"ConfigMap", "Secret"}:
+            assert obj["metadata"]["name"] not in {"oa", "gm"}
 
 
 def test_every_operator_variable_is_an_operator_setting(everything: Rendered) -> None:
@@ -188,9 +270,7 @@ def test_every_operator_variable_is_an_operator_setting(everything: Rendered) ->
 def test_the_operator_settings_accept_the_rendered_environment(
     everything: Rendered, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _use_env(monkeypatch, _env(_operator_container(everything), everything), "ENGRAM_OPERATOR_")
-    # Required fields come from the environment set above.
-    settings = OperatorSettings()  # type: ignore[call-arg]
+    settings = _operator_settings(everything, monkeypatch)
     mcp_pod = everything.get("StatefulSet", "engram")["spec"]["template"]["spec"]
     assert settings.namespaces == ["agents-a", "agents-b", "engram"]
     assert settings.configmap_name == "engram-permissions"
@@ -200,6 +280,11 @@ def test_the_operator_settings_accept_the_rendered_environment(
     assert settings.job_uid == mcp_pod["securityContext"]["runAsUser"]
     assert settings.job_service_account == "engram-maintenance"
     assert settings.job_env_configmap == "engram-env"
-    assert settings.job_env_secret == "engram-qdrant"
+    assert settings.job_env_secret_names == ["engram-qdrant"]
+    assert settings.job_namespace == "engram"
+    assert [tuple(ref) for ref in settings.job_secret_env] == [
+        ("ENGRAM_EMBEDDINGS__PRIMARY__API_KEY", "oa", "k"),
+        ("ENGRAM_LLM__PRIMARY__API_KEY", "gm", "k"),
+    ]
     assert settings.backup_pvc == "engram-backups"
     assert settings.health_port == 8080

@@ -240,7 +240,10 @@ def test_operator_gets_names_of_objects_that_exist(
     assert rendered.find("PersistentVolumeClaim", backup_claim) is not None
     assert env_value(operator, "ENGRAM_OPERATOR_IMAGE") == _mcp_container(rendered)["image"]
     assert env_value(operator, "ENGRAM_OPERATOR_HEALTH_PORT") == "8080"
-    job_secret = env_value(operator, "ENGRAM_OPERATOR_JOB_ENV_SECRET")
+    job_secret = env_value(operator, "ENGRAM_OPERATOR_JOB_ENV_SECRETS")
+    assert "," not in job_secret
+    # Maintenance may run only where these objects are: the release namespace.
+    assert env_value(operator, "ENGRAM_OPERATOR_JOB_NAMESPACE") == "engram"
     mcp_env_from = _mcp_container(rendered)["envFrom"]
     assert {"secretRef": {"name": job_secret}} in mcp_env_from
     assert {"configMapRef": {"name": env_value(operator, "ENGRAM_OPERATOR_JOB_ENV_CONFIGMAP")}} in (

@@ -196,6 +196,62 @@ def test_env_sources_come_from_settings_and_are_omitted_when_unset() -> None:
     assert pod_spec(manifest)["serviceAccountName"] == "default"
 
 
+def test_several_env_secrets_are_loaded_in_order_without_repeats() -> None:
+    settings = make_settings(
+        job_env_secret="engram-qdrant", job_env_secrets="team-keys, engram-qdrant,more-keys"
+    )
+    main = container(cronjob(task="daily", schedule="0 3 * * *", settings=settings))
+    assert main["envFrom"] == [
+        {"configMapRef": {"name": "engram-env"}},
+        {"secretRef": {"name": "engram-qdrant"}},
+        {"secretRef": {"name": "team-keys"}},
+        {"secretRef": {"name": "more-keys"}},
+    ]
+    # The plural form alone is enough.
+    only_plural = make_settings(job_env_secret="", job_env_secrets="a-keys,b-keys")
+    main = container(cronjob(task="daily", schedule="0 3 * * *", settings=only_plural))
+    assert main["envFrom"][1:] == [
+        {"secretRef": {"name": "a-keys"}},
+        {"secretRef": {"name": "b-keys"}},
+    ]
+
+
+PROVIDER_KEYS = (
+    "ENGRAM_EMBEDDINGS__PRIMARY__API_KEY=openai-key:api-key,"
+    "ENGRAM_LLM__PRIMARY__API_KEY=gemini-key:token"
+)
+
+
+@pytest.mark.parametrize("task", ["daily", "weekly", "backup"])
+def test_provider_keys_reach_every_task_as_secret_key_refs(task: str) -> None:
+    settings = make_settings(job_secret_env=PROVIDER_KEYS)
+    spec: dict[str, Any] = {"task": task, "schedule": "0 3 * * *"}
+    if task == "backup":
+        spec["retention"] = {"keep": 3}
+    manifest = cronjob(settings=settings, **spec)
+    env = container(manifest)["env"]
+    assert env[0] == {"name": "ENGRAM_DATA_DIR", "value": "/var/lib/engram"}
+    refs = [e for e in env if "valueFrom" in e]
+    assert refs == [
+        {
+            "name": "ENGRAM_EMBEDDINGS__PRIMARY__API_KEY",
+            "valueFrom": {"secretKeyRef": {"name": "openai-key", "key": "api-key"}},
+        },
+        {
+            "name": "ENGRAM_LLM__PRIMARY__API_KEY",
+            "valueFrom": {"secretKeyRef": {"name": "gemini-key", "key": "token"}},
+        },
+    ]
+    # References only: nothing in the manifest could be key material.
+    assert all(set(e) == {"name", "value"} for e in env if e not in refs)
+    kubernetes_validate.validate(manifest, "1.34", strict=True)
+
+
+def test_without_provider_keys_the_env_is_only_the_operators_own() -> None:
+    env = container(cronjob(task="daily", schedule="0 3 * * *"))["env"]
+    assert env == [{"name": "ENGRAM_DATA_DIR", "value": "/var/lib/engram"}]
+
+
 def test_resources_override_the_defaults_key_by_key() -> None:
     main = container(
         cronjob(

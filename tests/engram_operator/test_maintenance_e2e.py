@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from engram_contract.report import MaintenanceSummary, RunResult, Task
-from engram_operator.kube import CRONJOBS, ENGRAM_MAINTENANCES, JOBS
+from engram_operator.builders import Owner
+from engram_operator.kube import CRONJOBS, ENGRAM_MAINTENANCES, JOBS, SECRETS
 from tests.engram_operator.kopf_harness import (
     IMAGE,
     OPERATOR_NS,
@@ -452,3 +454,168 @@ async def test_a_hand_edited_cronjob_is_put_back_by_the_resync(
         cluster, "engram-daily", lambda c: c["spec"]["schedule"] == "0 3 * * *", "schedule restored"
     )
     assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+
+
+async def test_provider_keys_reach_the_jobs_as_references_the_operator_never_reads(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    key_material = "sk-live-do-not-leak-0123456789"
+    for name in ("openai-key", "gemini-key"):
+        await cluster.create(
+            SECRETS,
+            NS,
+            {"metadata": {"name": name}, "stringData": {"api-key": key_material}},
+        )
+    await start_operator(
+        make_settings(
+            job_env_secret="",
+            job_env_secrets="engram-qdrant,team-keys",
+            job_secret_env=(
+                "ENGRAM_EMBEDDINGS__PRIMARY__API_KEY=openai-key:api-key,"
+                "ENGRAM_LLM__PRIMARY__API_KEY=gemini-key:api-key"
+            ),
+        )
+    )
+    await cluster.create(
+        ENGRAM_MAINTENANCES,
+        NS,
+        maintenance_body("engram-weekly", task="weekly", schedule="0 4 * * 0"),
+    )
+    cronjob = await cronjob_where(cluster, "engram-weekly", lambda c: True, "CronJob")
+    container = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["envFrom"] == [
+        {"configMapRef": {"name": "engram-env"}},
+        {"secretRef": {"name": "engram-qdrant"}},
+        {"secretRef": {"name": "team-keys"}},
+    ]
+    assert [e for e in container["env"] if "valueFrom" in e] == [
+        {
+            "name": "ENGRAM_EMBEDDINGS__PRIMARY__API_KEY",
+            "valueFrom": {"secretKeyRef": {"name": "openai-key", "key": "api-key"}},
+        },
+        {
+            "name": "ENGRAM_LLM__PRIMARY__API_KEY",
+            "valueFrom": {"secretKeyRef": {"name": "gemini-key", "key": "api-key"}},
+        },
+    ]
+    await maintenance_where(
+        cluster, "engram-weekly", lambda o: ready(o).get("status") == "True", "Ready"
+    )
+    # The kubelet resolves the references; the operator never reads those Secrets, so the key
+    # cannot end up in anything it writes.
+    secret_reads = [
+        req.url.path
+        for req in cluster.operator_requests()
+        if "/secrets/openai-key" in req.url.path or "/secrets/gemini-key" in req.url.path
+    ]
+    assert secret_reads == []
+    written = [json.dumps(req.data) for req in cluster.operator_requests() if req.data]
+    assert written
+    assert not [body for body in written if key_material in body]
+
+
+async def test_a_maintenance_outside_the_job_namespace_is_refused_not_scheduled(
+    cluster: Cluster, operator: Any
+) -> None:
+    other = "team-a"
+    await cluster.create(
+        ENGRAM_MAINTENANCES,
+        other,
+        maintenance_body("engram-daily", task="daily", schedule="0 3 * * *"),
+    )
+
+    async def refused() -> dict[str, Any] | None:
+        obj = await cluster.get(ENGRAM_MAINTENANCES, other, "engram-daily")
+        return obj if ready(obj).get("reason") == "WrongNamespace" else None
+
+    obj = await eventually(refused, what="WrongNamespace")
+    condition = ready(obj)
+    assert condition["status"] == "False"
+    assert f"must be in namespace {NS}" in condition["message"]
+    assert "ENGRAM_OPERATOR_JOB_NAMESPACE" in condition["message"]
+    assert obj["status"].get("cronJob") is None
+    assert await cluster.get(CRONJOBS, other, "engram-daily") is None
+
+    async def warning() -> list[tuple[str, str, str]]:
+        return [e for e in await events_about(cluster, other, "engram-daily") if e[0] == "Warning"]
+
+    ((_, reason, _),) = await eventually(warning, what="a Warning event")
+    assert reason == "WrongNamespace"
+
+    # The operator carries on: the same maintenance in the job namespace is scheduled.
+    await cluster.create(
+        ENGRAM_MAINTENANCES,
+        NS,
+        maintenance_body("engram-daily", task="daily", schedule="0 3 * * *"),
+    )
+    await cronjob_where(cluster, "engram-daily", lambda c: True, "CronJob in the job namespace")
+    # A permanent refusal: kopf does not retry it (no second status patch, no CronJob).
+    assert await cluster.get(CRONJOBS, other, "engram-daily") is None
+    status_patches = [
+        req
+        for req in cluster.operator_requests()
+        if req.method.value == "PATCH"
+        and req.url.path.endswith(f"/namespaces/{other}/engrammaintenances/engram-daily/status")
+    ]
+    assert len(status_patches) == 1
+
+
+async def test_the_job_namespace_setting_moves_where_maintenance_may_run(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    await start_operator(make_settings(job_namespace="team-a"))
+    await cluster.create(
+        ENGRAM_MAINTENANCES,
+        "team-a",
+        maintenance_body("engram-daily", task="daily", schedule="0 3 * * *"),
+    )
+    await cluster.create(
+        ENGRAM_MAINTENANCES,
+        NS,
+        maintenance_body("engram-daily", task="daily", schedule="0 3 * * *"),
+    )
+
+    async def scheduled_in_team_a() -> dict[str, Any] | None:
+        return await cluster.get(CRONJOBS, "team-a", "engram-daily")
+
+    await eventually(scheduled_in_team_a, what="CronJob in team-a")
+    obj = await maintenance_where(
+        cluster, "engram-daily", lambda o: ready(o).get("reason") == "WrongNamespace", "refused"
+    )
+    assert "must be in namespace team-a" in ready(obj)["message"]
+    assert await cluster.get(CRONJOBS, NS, "engram-daily") is None
+
+
+async def test_an_old_cronjob_outside_the_job_namespace_is_suspended(
+    cluster: Cluster, start_operator: StartOperator
+) -> None:
+    # Made by an operator that ran before the namespace rule.
+    other = "team-a"
+    created = await cluster.create(
+        ENGRAM_MAINTENANCES,
+        other,
+        maintenance_body("engram-daily", task="daily", schedule="0 3 * * *"),
+    )
+    owner = Owner.from_body(created)
+    await cluster.create(
+        CRONJOBS,
+        other,
+        {
+            "metadata": {"name": "engram-daily", "ownerReferences": [owner.reference()]},
+            "spec": {"schedule": "0 3 * * *", "suspend": False, "jobTemplate": {}},
+        },
+    )
+    await start_operator()
+
+    async def suspended() -> dict[str, Any] | None:
+        cronjob = await cluster.get(CRONJOBS, other, "engram-daily")
+        return cronjob if cronjob["spec"]["suspend"] is True else None
+
+    cronjob = await eventually(suspended, what="the old CronJob suspended")
+    assert cronjob["spec"]["schedule"] == "0 3 * * *"
+
+    async def refused() -> dict[str, Any] | None:
+        obj = await cluster.get(ENGRAM_MAINTENANCES, other, "engram-daily")
+        return obj if ready(obj).get("reason") == "WrongNamespace" else None
+
+    await eventually(refused, what="WrongNamespace")

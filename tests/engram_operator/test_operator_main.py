@@ -12,11 +12,12 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from pydantic import ValidationError
 
 from engram_operator.__main__ import main
 from engram_operator.kube import CONFIGMAPS, ENGRAM_AGENTS
-from engram_operator.settings import OperatorSettings
-from tests.engram_operator.kopf_harness import Cluster, eventually
+from engram_operator.settings import OperatorSettings, settings_problems
+from tests.engram_operator.kopf_harness import Cluster, eventually, make_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,15 +56,89 @@ def test_the_configmap_namespace_falls_back_to_the_pods_own(clean_env: pytest.Mo
     assert OperatorSettings().configmap_namespace == "elsewhere"  # type: ignore[call-arg]
 
 
+def test_the_job_namespace_is_the_pods_own_unless_set(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("ENGRAM_OPERATOR_IMAGE", "engram:1")
+    clean_env.setenv("ENGRAM_OPERATOR_CONFIGMAP_NAMESPACE", "engram")
+    # Outside a pod, without the variable: where the permission ConfigMap is.
+    assert OperatorSettings().job_namespace == "engram"  # type: ignore[call-arg]
+    clean_env.setenv("POD_NAMESPACE", "engram-system")
+    assert OperatorSettings().job_namespace == "engram-system"  # type: ignore[call-arg]
+    clean_env.setenv("ENGRAM_OPERATOR_JOB_NAMESPACE", "maintenance")
+    assert OperatorSettings().job_namespace == "maintenance"  # type: ignore[call-arg]
+
+
+def test_job_secrets_come_from_comma_separated_variables(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("ENGRAM_OPERATOR_IMAGE", "engram:1")
+    clean_env.setenv("POD_NAMESPACE", "engram")
+    clean_env.setenv("ENGRAM_OPERATOR_JOB_ENV_SECRET", "engram-qdrant")
+    clean_env.setenv("ENGRAM_OPERATOR_JOB_ENV_SECRETS", "team-keys, engram-qdrant")
+    clean_env.setenv(
+        "ENGRAM_OPERATOR_JOB_SECRET_ENV",
+        "ENGRAM_LLM__PRIMARY__API_KEY=llm:api-key, ENGRAM_EMBEDDINGS__PRIMARY__API_KEY=emb:k",
+    )
+    settings = OperatorSettings()  # type: ignore[call-arg]
+    assert settings.job_env_secret_names == ["engram-qdrant", "team-keys"]
+    assert [tuple(ref) for ref in settings.job_secret_env] == [
+        ("ENGRAM_LLM__PRIMARY__API_KEY", "llm", "api-key"),
+        ("ENGRAM_EMBEDDINGS__PRIMARY__API_KEY", "emb", "k"),
+    ]
+    clean_env.setenv("ENGRAM_OPERATOR_JOB_SECRET_ENV", "")
+    assert OperatorSettings().job_secret_env == []  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("ENGRAM_LLM__PRIMARY__API_KEY", "an entry is not VARIABLE=secret:key"),
+        ("1BAD=gemini-key:k", "an entry is not VARIABLE=secret:key"),
+        ("ENGRAM_LLM__PRIMARY__API_KEY=gemini-key", "API_KEY: expected VARIABLE=secret:key"),
+        ("ENGRAM_X=Gemini_Key:k", "ENGRAM_X: the Secret name is not valid"),
+        ("ENGRAM_X=gemini-key:a/b", "ENGRAM_X: the Secret key is not valid"),
+        ("ENGRAM_X=a:k,ENGRAM_X=b:k", "ENGRAM_X is given twice"),
+        ("ENGRAM_DATA_DIR=a:k", "ENGRAM_DATA_DIR is set by the operator itself"),
+        ("ENGRAM_MAINTENANCE__BACKUP__KEEP=a:k", "is set by the operator itself"),
+    ],
+)
+def test_bad_secret_env_references_are_refused(value: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        make_settings(job_secret_env=value)
+
+
+@pytest.mark.parametrize(
+    "mistake",
+    [
+        "sk-live-AbC123",
+        "ENGRAM_LLM__PRIMARY__API_KEY=sk-live-AbC123",
+        "ENGRAM_LLM__PRIMARY__API_KEY=gemini:sk-live/AbC123",
+        "ENGRAM_LLM__PRIMARY__API_KEY=sk-live:AbC123=",
+    ],
+)
+def test_a_key_put_in_the_setting_by_mistake_is_not_echoed(mistake: str) -> None:
+    # main() prints settings_problems(), never the ValidationError itself (which has inputs).
+    with pytest.raises(ValidationError) as caught:
+        make_settings(job_secret_env=mistake)
+    (problem,) = settings_problems(caught.value)
+    assert problem.startswith("job_secret_env (ENGRAM_OPERATOR_JOB_SECRET_ENV): ")
+    assert "AbC123" not in problem
+
+
+def test_bad_env_secret_names_are_refused() -> None:
+    with pytest.raises(ValueError, match="'Team_Keys' is not a Secret name"):
+        make_settings(job_env_secrets="ok-keys,Team_Keys")
+
+
 def test_main_names_each_bad_setting_by_its_variable(
     clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     clean_env.setenv("ENGRAM_OPERATOR_NAMESPACES", "team-a,team-*")
+    clean_env.setenv("ENGRAM_OPERATOR_JOB_SECRET_ENV", "ENGRAM_LLM__PRIMARY__API_KEY=llm")
     assert main() == 2
     err = capsys.readouterr().err
     assert "ENGRAM_OPERATOR_IMAGE): Field required" in err
     assert "ENGRAM_OPERATOR_CONFIGMAP_NAMESPACE or POD_NAMESPACE): Field required" in err
     assert "'team-*' is not a namespace name (globs are not supported)" in err
+    assert "job_secret_env (ENGRAM_OPERATOR_JOB_SECRET_ENV): " in err
+    assert "ENGRAM_LLM__PRIMARY__API_KEY: expected VARIABLE=secret:key" in err
 
 
 def _free_port() -> int:

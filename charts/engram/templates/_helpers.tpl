@@ -45,6 +45,24 @@ The Secret holding ENGRAM_STORE__API_KEY: the generated one, an existing one, or
 {{- end -}}
 {{- end -}}
 
+{{/*
+Provider API keys, as a YAML map: environment variable -> {name, key} of an existing Secret.
+The service gets them as secretKeyRefs; the operator passes the same references (names only,
+never the keys) to the maintenance Jobs through ENGRAM_OPERATOR_JOB_SECRET_ENV.
+*/}}
+{{- define "engram.providerKeyRefs" -}}
+{{- $refs := dict -}}
+{{- range $role, $p := dict "PRIMARY" .Values.embeddings.primary "FALLBACK" .Values.embeddings.fallback -}}
+{{- if and $p.provider $p.apiKeySecret.name -}}
+{{- $_ := set $refs (printf "ENGRAM_EMBEDDINGS__%s__API_KEY" $role) (dict "name" $p.apiKeySecret.name "key" $p.apiKeySecret.key) -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.llm.provider .Values.llm.apiKeySecret.name -}}
+{{- $_ := set $refs "ENGRAM_LLM__PRIMARY__API_KEY" (dict "name" .Values.llm.apiKeySecret.name "key" .Values.llm.apiKeySecret.key) -}}
+{{- end -}}
+{{- toYaml $refs -}}
+{{- end -}}
+
 {{/* The Qdrant URL the service and the Jobs use. */}}
 {{- define "engram.qdrantUrl" -}}
 {{- if .Values.qdrant.enabled -}}
