@@ -16,7 +16,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, Literal, TypeVar
+from typing import Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -216,6 +216,34 @@ class Member(Generic[P]):
     name: str  # the provider's model id, for messages
     provider: P
     breaker: CircuitBreaker
+
+
+CHAIN_ROLES = ("primary", "fallback")
+
+
+class _HasModelId(Protocol):
+    @property
+    def model_id(self) -> str: ...
+
+
+M = TypeVar("M", bound=_HasModelId)
+
+
+def chain_members(
+    providers: Sequence[M], settings: ResilienceSettings, clock: Callable[[], float]
+) -> list[Member[M]]:
+    """A primary and an optional fallback, each behind its own circuit breaker."""
+    return [
+        Member(
+            role=role,
+            name=p.model_id,
+            provider=p,
+            breaker=CircuitBreaker(
+                failures=settings.breaker_failures, reset_s=settings.breaker_reset_s, clock=clock
+            ),
+        )
+        for role, p in zip(CHAIN_ROLES, providers, strict=False)
+    ]
 
 
 class AllFailed(Exception):

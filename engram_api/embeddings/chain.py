@@ -16,16 +16,16 @@ from dataclasses import dataclass
 
 from engram_api.embeddings.base import Embedder, EmbeddingConfigError, EmbeddingError, Vector
 from engram_api.resilience import (
+    CHAIN_ROLES,
     AllFailed,
-    CircuitBreaker,
     Failure,
-    Member,
     ProviderFailed,
     ResilienceSettings,
+    chain_members,
     failover,
 )
 
-_ROLES = ("primary", "fallback")
+_ROLES = CHAIN_ROLES
 
 
 @dataclass(frozen=True)
@@ -76,19 +76,7 @@ class EmbedderChain:
         self._settings = settings or ResilienceSettings()
         self._sleep = sleep
         self._rng = rng
-        self._members = [
-            Member(
-                role=role,
-                name=p.model_id,
-                provider=p,
-                breaker=CircuitBreaker(
-                    failures=self._settings.breaker_failures,
-                    reset_s=self._settings.breaker_reset_s,
-                    clock=clock,
-                ),
-            )
-            for role, p in zip(_ROLES, providers, strict=False)
-        ]
+        self._members = chain_members(providers, self._settings, clock)
 
     @property
     def model_id(self) -> str:

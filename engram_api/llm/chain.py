@@ -13,16 +13,16 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from engram_api.llm.base import LLM, ChatMessage, Completion, LLMConfigError, LLMError, TokenUsage
 from engram_api.resilience import (
+    CHAIN_ROLES,
     AllFailed,
-    CircuitBreaker,
     Failure,
-    Member,
     ProviderFailed,
     ResilienceSettings,
+    chain_members,
     failover,
 )
 
-_ROLES = ("primary", "fallback")
+_ROLES = CHAIN_ROLES
 
 
 class LLMChain:
@@ -40,19 +40,7 @@ class LLMChain:
         self._settings = settings or ResilienceSettings()
         self._sleep = sleep
         self._rng = rng
-        self._members = [
-            Member(
-                role=role,
-                name=p.model_id,
-                provider=p,
-                breaker=CircuitBreaker(
-                    failures=self._settings.breaker_failures,
-                    reset_s=self._settings.breaker_reset_s,
-                    clock=clock,
-                ),
-            )
-            for role, p in zip(_ROLES, providers, strict=False)
-        ]
+        self._members = chain_members(providers, self._settings, clock)
 
     @property
     def model_id(self) -> str:
