@@ -2,8 +2,14 @@
 
 Nothing is re-embedded and nothing is compared all-pairs: each group (one scope, one type) is
 scrolled a page at a time with its vectors, and each page becomes one batched nearest-neighbour
-query restricted to the same group and to active memories. Work grows with
-``memories x neighbours``; the store's index answers each query.
+query restricted to the same group and to active memories. Hits come back as ids and scores
+only; the payloads of pair members are taken from the scrolled pages (converting every hit's
+payload used to cost more than the search itself).
+
+Cost: one scroll page and one batch per ``page_size`` memories. The embedded store searches
+exactly, so each query costs O(size of its group): a run is linear in the number of memories
+while groups stay bounded (many scopes), and grows as memories x group size inside one very
+large scope (see docs/maintenance.md, "Figures").
 """
 
 from __future__ import annotations
@@ -80,11 +86,19 @@ async def similar_pairs(
     """
     scan = PairScan()
     m = group.match(**match)
+    # Hits come back without payloads (converting every hit's payload cost more than the
+    # search); a pair's payloads are taken from the scrolled pages instead. A hit on a page
+    # not scrolled yet is picked up there; one on an earlier page is read at the end.
+    wanted: set[str] = set()
     offset: str | None = None
     while True:
         page, offset = await ctx.store.scroll(
             m, limit=ctx.settings.page_size, offset=offset, with_vectors=True
         )
+        on_page = {p.id: p.payload for p in page}
+        for pid in wanted & on_page.keys():
+            scan.payloads.setdefault(pid, on_page[pid])
+        wanted -= on_page.keys()
         live = [p for p in page if p.dense is not None and p.id not in ctx.archived]
         if live:
             hits = await ctx.store.query_batch(
@@ -93,6 +107,7 @@ async def similar_pairs(
                 # One more than asked: a memory finds itself first.
                 limit=neighbours + 1,
                 score_threshold=low,
+                with_payload=False,
             )
             for p, found in zip(live, hits, strict=True):
                 for h in found:
@@ -103,8 +118,24 @@ async def similar_pairs(
                     key = (p.id, h.id) if p.id < h.id else (h.id, p.id)
                     scan.pairs[key] = max(scan.pairs.get(key, 0.0), min(h.score, 1.0))
                     scan.payloads.setdefault(p.id, p.payload)
-                    scan.payloads.setdefault(h.id, h.payload)
+                    if h.id in on_page:
+                        scan.payloads.setdefault(h.id, on_page[h.id])
+                    elif h.id not in scan.payloads:
+                        wanted.add(h.id)
         scan.scanned += len(page)
         ctx.progress(step, done_before + scan.scanned, total)
         if offset is None:
+            await _fill_payloads(ctx, scan, wanted - scan.payloads.keys())
             return scan
+
+
+async def _fill_payloads(ctx: RunContext, scan: PairScan, missing: set[str]) -> None:
+    """Payloads of pair members found on earlier pages; pairs whose member is gone (deleted
+    meanwhile) or was archived meanwhile are dropped."""
+    if not missing:
+        return
+    for p in await ctx.store.retrieve(sorted(missing)):
+        if not p.payload.get("archived"):
+            scan.payloads[p.id] = p.payload
+    for key in [k for k in scan.pairs if k[0] not in scan.payloads or k[1] not in scan.payloads]:
+        del scan.pairs[key]

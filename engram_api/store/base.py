@@ -166,9 +166,19 @@ class MemoryStore(Protocol):
     ) -> list[StoredPoint]: ...
 
     async def query_batch(
-        self, vectors: Sequence[DenseVector], *, match: Match, limit: int, score_threshold: float
+        self,
+        vectors: Sequence[DenseVector],
+        *,
+        match: Match,
+        limit: int,
+        score_threshold: float,
+        with_payload: bool = True,
     ) -> list[list[StoredPoint]]:
-        """Dense nearest neighbours for many vectors at once (maintenance)."""
+        """Dense nearest neighbours for many vectors at once (maintenance).
+
+        ``with_payload=False`` returns ids and scores only (empty payloads): reading and
+        converting every hit's payload costs more than the search when hits are many.
+        """
         ...
 
     async def scroll(

@@ -252,7 +252,13 @@ class EdgeStore:
         return [_point(h, score=float(h.score)) for h in hits]
 
     async def query_batch(
-        self, vectors: Sequence[DenseVector], *, match: Match, limit: int, score_threshold: float
+        self,
+        vectors: Sequence[DenseVector],
+        *,
+        match: Match,
+        limit: int,
+        score_threshold: float,
+        with_payload: bool = True,
     ) -> list[list[StoredPoint]]:
         if not vectors:
             return []
@@ -262,7 +268,7 @@ class EdgeStore:
                 limit=limit,
                 query=qe.Query.Nearest(np.asarray(v, dtype=np.float32).tolist(), using=DENSE),
                 filter=flt,
-                with_payload=True,
+                with_payload=with_payload,
                 score_threshold=score_threshold,
                 params=qe.SearchParams(exact=True),
             )

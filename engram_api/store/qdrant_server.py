@@ -259,7 +259,13 @@ class QdrantServerStore:
         return [_point(p) for p in resp.points]
 
     async def query_batch(
-        self, vectors: Sequence[DenseVector], *, match: Match, limit: int, score_threshold: float
+        self,
+        vectors: Sequence[DenseVector],
+        *,
+        match: Match,
+        limit: int,
+        score_threshold: float,
+        with_payload: bool = True,
     ) -> list[list[StoredPoint]]:
         if not vectors:
             return []
@@ -271,7 +277,7 @@ class QdrantServerStore:
                 filter=flt,
                 limit=limit,
                 score_threshold=score_threshold,
-                with_payload=True,
+                with_payload=with_payload,
             )
             for v in vectors
         ]

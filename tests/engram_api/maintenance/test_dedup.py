@@ -118,6 +118,24 @@ async def test_dedup_reads_stored_vectors_and_embeds_nothing(
         assert embedder.texts == before
 
 
+async def test_a_page_of_one_still_merges_with_the_payloads_of_earlier_pages(
+    settings_factory: Callable[..., EngramSettings],
+) -> None:
+    # Neighbour hits carry no payload: pair members come from the pages, one point each here.
+    settings = settings_factory(maintenance={"page_size": 1})
+    async with open_engine(settings, background=False, embedder=HashingEmbedder(384)) as engine:
+        ids = [await add(engine, t, mem_type="preference", context=t) for t in (DARK, DARK_2)]
+        high = await add(engine, DARK_3, mem_type="preference", trust="high")
+        for i, pid in enumerate(ids):
+            await engine.store.set_payload([pid], {"access_count": i + 2})
+        report = await run_maintenance(engine, "daily", llm=None)
+        survivor = await payload(engine, high)
+        assert sorted(survivor["merged_from"]) == sorted(ids)
+        assert survivor["access_count"] == 5
+        assert set(survivor["context"].splitlines()) == {DARK, DARK_2}
+        assert report.total("merged") == 2
+
+
 def test_clusters_are_stars_so_a_chain_never_merges_its_dissimilar_ends() -> None:
     # a~b and b~c are similar, a and c are not: only one of the pairs merges per run.
     p = {
