@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 from engram_api.embeddings.base import Embedder, EmbeddingError
 from engram_api.embeddings.bm25 import Bm25Encoder
 from engram_api.embeddings.chain import EmbedderChain
-from engram_api.errors import EngramError, InvalidInput, NotFound, PermissionDenied, Unavailable
+from engram_api.errors import InvalidInput, NotFound, PermissionDenied, Unavailable
 from engram_api.settings import LimitSettings
 from engram_api.store.base import (
     Match,
@@ -309,15 +309,13 @@ class MemoryService:
                 exact=frozenset().union(*(sel.exact for sel in plan.queries)),
                 kinds=frozenset().union(*(sel.kinds for sel in plan.queries)),
             )
-            batches = [
-                await self.store.query(
-                    dense=dense,
-                    sparse=sparse,
-                    match=_selector_match(both, mem_types=types, trusts=trusts),
-                    limit=limit,
-                    mode=mode,
-                )
-            ]
+            hits = await self.store.query(
+                dense=dense,
+                sparse=sparse,
+                match=_selector_match(both, mem_types=types, trusts=trusts),
+                limit=limit,
+                mode=mode,
+            )
         except StoreError as exc:
             return {
                 "results": [],
@@ -326,7 +324,7 @@ class MemoryService:
                 "degraded": True,
                 "reason": f"store unavailable, nothing could be searched: {exc}",
             }
-        merged = self._merge(batches, limit)
+        merged = self._rank(hits, limit)
         if merged:
             self.access.record(p.id for p in merged)
         out: dict[str, Any] = {
@@ -342,18 +340,14 @@ class MemoryService:
         return out
 
     @staticmethod
-    def _merge(batches: Sequence[list[StoredPoint]], limit: int) -> list[StoredPoint]:
-        best: dict[str, StoredPoint] = {}
-        for batch in batches:
-            for p in batch:
-                if p.id not in best or p.score > best[p.id].score:
-                    best[p.id] = p
+    def _rank(hits: Sequence[StoredPoint], limit: int) -> list[StoredPoint]:
+        """By relevance; trust only orders equal scores, never lifts a weaker match."""
 
         def key(p: StoredPoint) -> tuple[float, int]:
             trust = Trust(p.payload.get("trust", "medium"))
             return (-round(p.score, 9), -trust.rank)
 
-        return sorted(best.values(), key=key)[:limit]
+        return sorted(hits, key=key)[:limit]
 
     # ------------------------------------------------------------- get_all
     async def get_all(
@@ -472,4 +466,4 @@ class MemoryService:
         await self.access.aclose()
 
 
-__all__ = ["EngramError", "MemoryService", "PreparedWrite", "WriteQueue"]
+__all__ = ["MemoryService", "PreparedWrite", "WriteQueue"]
