@@ -109,6 +109,54 @@ def uses_live_fields(m: Match) -> bool:
     return m.archived is False and (m.scopes is not None or m.scope_kinds is not None)
 
 
+NOTHING: Final = "\x00none"  # a keyword no point holds: an empty selector reads nothing
+
+
+@dataclass(frozen=True)
+class Cond:
+    """One condition in store-neutral form; each store translates it to its client's types."""
+
+    key: str
+    # Keyword or integer values, any of which matches (one value: an exact match).
+    values: tuple[str, ...] | tuple[int, ...] | None = None
+    lt: float | None = None
+    gte: float | None = None
+    # Point ids (key is ignored).
+    ids: tuple[str, ...] | None = None
+
+
+# A conjunction; an inner tuple is a disjunction (scope OR scope kind).
+Conditions = list[Cond | tuple[Cond, ...]]
+
+
+def conditions(m: Match) -> Conditions:
+    """The filter for ``m``: the single place that decides field names and sentinels."""
+    out: Conditions = []
+    live = uses_live_fields(m)
+    scope_key, kind_key = ("live_scope", "live_scope_kind") if live else ("scope", "scope_kind")
+    if m.scopes is not None or m.scope_kinds is not None:
+        either: list[Cond] = []
+        if m.scopes:
+            either.append(Cond(scope_key, values=tuple(sorted(m.scopes))))
+        if m.scope_kinds:
+            either.append(Cond(kind_key, values=tuple(sorted(m.scope_kinds))))
+        out.append(tuple(either) if either else (Cond("scope", values=(NOTHING,)),))
+    for key, chosen in (("mem_type", m.mem_types), ("trust", m.trusts)):
+        if chosen is not None:
+            out.append(Cond(key, values=tuple(sorted(chosen)) or (NOTHING,)))
+    if m.archived is not None and not live:
+        out.append(Cond("archived", values=(1 if m.archived else 0,)))
+    if m.agent is not None:
+        out.append(Cond("agent", values=(m.agent,)))
+    if m.content_hash is not None:
+        out.append(Cond("content_hash", values=(m.content_hash,)))
+    if m.created_before_epoch is not None or m.created_after_epoch is not None:
+        out.append(Cond("created_at_epoch", lt=m.created_before_epoch, gte=m.created_after_epoch))
+    if m.ids is not None:
+        out.append(Cond("", ids=tuple(sorted(m.ids))))
+    return out
+
+
 @dataclass
 class PointWrite:
     id: str

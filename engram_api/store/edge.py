@@ -26,6 +26,7 @@ from .base import (
     KEYWORD_INDEXES,
     RRF_K,
     SPARSE,
+    Cond,
     DenseVector,
     Match,
     PointWrite,
@@ -34,9 +35,9 @@ from .base import (
     SparseVec,
     StoredPoint,
     StoreError,
+    conditions,
     ids_needing_scope,
     live_updates,
-    uses_live_fields,
     with_live_fields,
 )
 
@@ -46,39 +47,27 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def edge_filter(m: Match) -> qe.Filter:
-    must: list[Any] = []
-    live = uses_live_fields(m)
-    scope_key, kind_key = ("live_scope", "live_scope_kind") if live else ("scope", "scope_kind")
-    if m.scopes is not None or m.scope_kinds is not None:
-        should: list[Any] = []
-        if m.scopes:
-            should.append(qe.FieldCondition(scope_key, match=qe.MatchAny(sorted(m.scopes))))
-        if m.scope_kinds:
-            should.append(qe.FieldCondition(kind_key, match=qe.MatchAny(sorted(m.scope_kinds))))
-        if not should:
-            # An empty selector reads nothing: a condition no point satisfies.
-            should.append(qe.FieldCondition("scope", match=qe.MatchValue("\x00none")))
-        must.append(should[0] if len(should) == 1 else qe.Filter(should=should))
-    if m.mem_types is not None:
-        must.append(qe.FieldCondition("mem_type", match=qe.MatchAny(sorted(m.mem_types) or [""])))
-    if m.trusts is not None:
-        must.append(qe.FieldCondition("trust", match=qe.MatchAny(sorted(m.trusts) or [""])))
-    if m.archived is not None and not live:
-        must.append(qe.FieldCondition("archived", match=qe.MatchValue(1 if m.archived else 0)))
-    if m.agent is not None:
-        must.append(qe.FieldCondition("agent", match=qe.MatchValue(m.agent)))
-    if m.content_hash is not None:
-        must.append(qe.FieldCondition("content_hash", match=qe.MatchValue(m.content_hash)))
-    if m.created_before_epoch is not None or m.created_after_epoch is not None:
-        must.append(
-            qe.FieldCondition(
-                "created_at_epoch",
-                range=qe.RangeFloat(lt=m.created_before_epoch, gte=m.created_after_epoch),
-            )
+def _edge_cond(c: Cond) -> Any:
+    if c.ids is not None:
+        # qdrant-edge wants a non-empty id set; the nil UUID is never a memory's id.
+        return qe.HasIdCondition(set(c.ids) or {str(uuid.UUID(int=0))})
+    if c.values is not None:
+        match = (
+            qe.MatchValue(c.values[0])
+            if len(c.values) == 1
+            else qe.MatchAny(cast("list[str] | list[int]", list(c.values)))
         )
-    if m.ids is not None:
-        must.append(qe.HasIdCondition(set(m.ids) or {str(uuid.UUID(int=0))}))
+        return qe.FieldCondition(c.key, match=match)
+    return qe.FieldCondition(c.key, range=qe.RangeFloat(lt=c.lt, gte=c.gte))
+
+
+def edge_filter(m: Match) -> qe.Filter:
+    must = [
+        _edge_cond(c)
+        if isinstance(c, Cond)
+        else (_edge_cond(c[0]) if len(c) == 1 else qe.Filter(should=[_edge_cond(x) for x in c]))
+        for c in conditions(m)
+    ]
     return qe.Filter(must=must)
 
 

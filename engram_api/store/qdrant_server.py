@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from qdrant_client import AsyncQdrantClient, models
@@ -20,6 +20,7 @@ from .base import (
     KEYWORD_INDEXES,
     RRF_K,
     SPARSE,
+    Cond,
     DenseVector,
     Match,
     PointWrite,
@@ -28,59 +29,33 @@ from .base import (
     SparseVec,
     StoredPoint,
     StoreError,
+    conditions,
     ids_needing_scope,
     live_updates,
-    uses_live_fields,
     with_live_fields,
 )
 
 
+def _client_cond(c: Cond) -> Any:
+    if c.ids is not None:
+        return models.HasIdCondition(has_id=list(c.ids))
+    if c.values is not None:
+        match: Any = (
+            models.MatchValue(value=c.values[0])
+            if len(c.values) == 1
+            else models.MatchAny(any=cast("list[str] | list[int]", list(c.values)))
+        )
+        return models.FieldCondition(key=c.key, match=match)
+    return models.FieldCondition(key=c.key, range=models.Range(lt=c.lt, gte=c.gte))
+
+
 def client_filter(m: Match) -> models.Filter:
-    must: list[Any] = []
-    live = uses_live_fields(m)
-    scope_key, kind_key = ("live_scope", "live_scope_kind") if live else ("scope", "scope_kind")
-    if m.scopes is not None or m.scope_kinds is not None:
-        should: list[Any] = []
-        if m.scopes:
-            should.append(
-                models.FieldCondition(key=scope_key, match=models.MatchAny(any=sorted(m.scopes)))
-            )
-        if m.scope_kinds:
-            should.append(
-                models.FieldCondition(
-                    key=kind_key, match=models.MatchAny(any=sorted(m.scope_kinds))
-                )
-            )
-        if not should:
-            should.append(
-                models.FieldCondition(key="scope", match=models.MatchValue(value="\x00none"))
-            )
-        must.append(models.Filter(should=should))
-    if m.mem_types is not None:
-        must.append(
-            models.FieldCondition(key="mem_type", match=models.MatchAny(any=sorted(m.mem_types)))
-        )
-    if m.trusts is not None:
-        must.append(models.FieldCondition(key="trust", match=models.MatchAny(any=sorted(m.trusts))))
-    if m.archived is not None and not live:
-        must.append(
-            models.FieldCondition(key="archived", match=models.MatchValue(value=int(m.archived)))
-        )
-    if m.agent is not None:
-        must.append(models.FieldCondition(key="agent", match=models.MatchValue(value=m.agent)))
-    if m.content_hash is not None:
-        must.append(
-            models.FieldCondition(key="content_hash", match=models.MatchValue(value=m.content_hash))
-        )
-    if m.created_before_epoch is not None or m.created_after_epoch is not None:
-        must.append(
-            models.FieldCondition(
-                key="created_at_epoch",
-                range=models.Range(lt=m.created_before_epoch, gte=m.created_after_epoch),
-            )
-        )
-    if m.ids is not None:
-        must.append(models.HasIdCondition(has_id=sorted(m.ids)))
+    must = [
+        _client_cond(c)
+        if isinstance(c, Cond)
+        else models.Filter(should=[_client_cond(x) for x in c])
+        for c in conditions(m)
+    ]
     return models.Filter(must=must)
 
 
