@@ -1,4 +1,8 @@
-"""One process owns a data dir: a second start fails fast with a clear message."""
+"""Exclusive files: one process owns a data dir, one run owns a maintenance lock.
+
+Both are a ``flock`` on a file that records who holds it, so a second start fails fast and
+says whom it is waiting for.
+"""
 
 from __future__ import annotations
 
@@ -9,25 +13,31 @@ from pathlib import Path
 from engram_api.errors import StoreLocked
 
 
-class DataDirLock:
-    def __init__(self, data_dir: Path) -> None:
-        self.path = data_dir / "engram.lock"
+class HeldElsewhere(Exception):
+    """The file is locked by another process; ``holder`` is what that process recorded."""
+
+    def __init__(self, holder: str) -> None:
+        super().__init__(holder)
+        self.holder = holder
+
+
+class ExclusiveFile:
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self._fd: int | None = None
 
-    def acquire(self) -> None:
+    def acquire(self, holder: str) -> None:
+        """Lock without waiting and record ``holder``; :class:`HeldElsewhere` if taken."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            recorded = os.pread(fd, 4096, 0).decode(errors="replace").strip()
             os.close(fd)
-            raise StoreLocked(
-                f"data dir {self.path.parent} is in use by another Engram process (pid {holder}); "
-                "stop it, or set ENGRAM_DATA_DIR to another directory"
-            ) from None
+            raise HeldElsewhere(recorded) from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        os.pwrite(fd, holder.encode(), 0)
         self._fd = fd
 
     def release(self) -> None:
@@ -35,3 +45,22 @@ class DataDirLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+class DataDirLock:
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / "engram.lock"
+        self._file = ExclusiveFile(self.path)
+
+    def acquire(self) -> None:
+        try:
+            self._file.acquire(str(os.getpid()))
+        except HeldElsewhere as held:
+            raise StoreLocked(
+                f"data dir {self.path.parent} is in use by another Engram process "
+                f"(pid {held.holder or 'unknown'}); stop it, or set ENGRAM_DATA_DIR to another "
+                "directory"
+            ) from None
+
+    def release(self) -> None:
+        self._file.release()

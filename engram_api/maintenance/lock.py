@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -29,6 +28,7 @@ from typing import Any, Final
 
 from qdrant_client import AsyncQdrantClient, models
 
+from engram_api.datadir import ExclusiveFile, HeldElsewhere
 from engram_api.errors import EngramError
 from engram_api.memory.model import rfc3339, utc_now
 from engram_api.store.base import MemoryStore
@@ -61,33 +61,23 @@ class FileLock:
     def __init__(self, path: Path, what: str) -> None:
         self.path = path
         self._what = what
-        self._fd: int | None = None
+        self._file = ExclusiveFile(path)
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raw = os.pread(fd, 4096, 0).decode(errors="replace")
-            os.close(fd)
+            self._file.acquire(json.dumps(_holder_info()))
+        except HeldElsewhere as held:
             try:
-                info = json.loads(raw)
+                info = json.loads(held.holder)
             except ValueError:
                 info = {}
             raise LockHeld(
                 f"another {self._what} is running ({_describe(info)}); this one exits without "
                 "changing anything"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(_holder_info()).encode(), 0)
-        self._fd = fd
 
     def release(self) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        self._file.release()
 
 
 class QdrantLock:
