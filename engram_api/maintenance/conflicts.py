@@ -27,7 +27,7 @@ from .context import RunContext
 from .dedup import dedup_threshold
 from .llm_calls import InvalidAnswer, NoLLM, ask_json, quote
 from .merge import merge, rank
-from .neighbours import groups, similar_pairs
+from .neighbours import scan_groups
 from .report import ARCHIVED, RESOLVED, StepReport
 
 STEP = "conflicts"
@@ -94,21 +94,10 @@ async def run_conflicts(ctx: RunContext, step: StepReport) -> None:
     )
     pairs: list[tuple[float, str, str, MemType]] = []
     payloads: dict[str, dict[str, Any]] = {}
-    found = await groups(ctx.store, cfg.policies, archived=False)
-    total = sum(g.count for g in found)
     done = 0
-    for g in found:
-        scan = await similar_pairs(
-            ctx,
-            g,
-            low=low,
-            high=high,
-            neighbours=cfg.neighbours,
-            step=STEP,
-            done_before=done,
-            total=total,
-            archived=False,
-        )
+    async for g, scan in scan_groups(
+        ctx, cfg.policies, low=low, high=high, neighbours=cfg.neighbours, step=STEP, archived=False
+    ):
         done += scan.scanned
         payloads.update(scan.payloads)
         pairs.extend((score, a, b, g.mem_type) for (a, b), score in scan.pairs.items())

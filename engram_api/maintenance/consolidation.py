@@ -28,7 +28,7 @@ from engram_contract.permissions import MemType, Trust
 
 from .context import RunContext
 from .llm_calls import InvalidAnswer, NoLLM, ask_json, quote
-from .neighbours import PairScan, groups, similar_pairs
+from .neighbours import PairScan, scan_groups
 from .report import ARCHIVED, CREATED, StepReport
 
 STEP = "consolidation"
@@ -134,28 +134,18 @@ async def find_clusters(ctx: RunContext, step: StepReport) -> list[tuple[list[st
         cluster_size=[cfg.min_cluster_size, cfg.max_cluster_size],
         chunk_chars=cfg.chunk_chars,
     )
-    found = await groups(
-        ctx.store,
+    done = 0
+    clusters: list[tuple[list[str], PairScan]] = []
+    async for _, scan in scan_groups(
+        ctx,
         [MemType.task_log],
+        low=similarity,
+        neighbours=cfg.max_cluster_size - 1,
+        step=STEP,
         min_size=cfg.min_cluster_size,
         archived=False,
         created_before_epoch=cutoff,
-    )
-    total = sum(g.count for g in found)
-    done = 0
-    clusters: list[tuple[list[str], PairScan]] = []
-    for g in found:
-        scan = await similar_pairs(
-            ctx,
-            g,
-            low=similarity,
-            neighbours=cfg.max_cluster_size - 1,
-            step=STEP,
-            done_before=done,
-            total=total,
-            archived=False,
-            created_before_epoch=cutoff,
-        )
+    ):
         done += scan.scanned
         clusters.extend(
             (c, scan) for c in cluster_stars(scan, cfg.min_cluster_size, cfg.max_cluster_size)

@@ -11,7 +11,7 @@ from engram_contract.permissions import MemType
 
 from .context import RunContext
 from .merge import merge, star_clusters
-from .neighbours import groups, similar_pairs
+from .neighbours import scan_groups
 from .report import StepReport
 
 STEP = "dedup"
@@ -39,20 +39,10 @@ async def run_dedup(ctx: RunContext, step: StepReport) -> None:
     cfg = ctx.settings.dedup
     threshold = dedup_threshold(ctx)
     step.params.update(threshold=threshold, neighbours=cfg.neighbours)
-    found = await groups(ctx.store, dedup_types(ctx), archived=False)
-    total = sum(g.count for g in found)
     done = 0
-    for g in found:
-        scan = await similar_pairs(
-            ctx,
-            g,
-            low=threshold,
-            neighbours=cfg.neighbours,
-            step=STEP,
-            done_before=done,
-            total=total,
-            archived=False,
-        )
+    async for _, scan in scan_groups(
+        ctx, dedup_types(ctx), low=threshold, neighbours=cfg.neighbours, step=STEP, archived=False
+    ):
         done += scan.scanned
         step.count("groups")
         step.count("pairs", len(scan.pairs))

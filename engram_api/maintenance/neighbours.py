@@ -14,7 +14,7 @@ large scope (see docs/maintenance.md, "Figures").
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +65,38 @@ async def groups(
         )
         out.extend(Group(s, t, n) for s, n in sorted(counts.items()) if n >= min_size)
     return out
+
+
+async def scan_groups(
+    ctx: RunContext,
+    types: Iterable[MemType],
+    *,
+    low: float,
+    high: float | None = None,
+    neighbours: int,
+    step: str,
+    min_size: int = 2,
+    **match: Any,
+) -> AsyncIterator[tuple[Group, PairScan]]:
+    """:func:`similar_pairs` over every qualifying (scope, type) group, with one progress
+    count across all of them."""
+    found = await groups(ctx.store, types, min_size=min_size, **match)
+    total = sum(g.count for g in found)
+    done = 0
+    for g in found:
+        scan = await similar_pairs(
+            ctx,
+            g,
+            low=low,
+            high=high,
+            neighbours=neighbours,
+            step=step,
+            done_before=done,
+            total=total,
+            **match,
+        )
+        done += scan.scanned
+        yield g, scan
 
 
 async def similar_pairs(
