@@ -78,7 +78,13 @@ def build_store(settings: EngramSettings, collection: str | None = None) -> Memo
         s = s.model_copy(update={"collection": collection})
     if s.mode == "embedded":
         qdrant_dir = settings.data_dir / "qdrant"
-        return EdgeStore(qdrant_dir / resolve_embedded(qdrant_dir, s.collection))
+        exact = s.exact_search
+        if exact is None:
+            emb = settings.embeddings
+            exact = emb.primary.provider == "hash" and (
+                emb.fallback is None or emb.fallback.provider == "hash"
+            )
+        return EdgeStore(qdrant_dir / resolve_embedded(qdrant_dir, s.collection), exact=exact)
     # qdrant-client takes half a second to import; embedded users never pay for it.
     from engram_api.store.qdrant_server import QdrantServerStore
 
