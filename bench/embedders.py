@@ -1,12 +1,15 @@
 """Embedder benchmark: load time, query latency and bulk throughput, local model vs hashing.
 
 The default offline model (all-MiniLM-L6-v2 int8 on onnxruntime) is measured through the same
-async methods the service calls (work runs on the embedder's worker thread); the hashing test
-embedder is the baseline in the same run. Texts are LoCoMo questions (queries) and dialogue
-turns (bulk), read in place (CC BY-NC 4.0: never copied into this repo).
+async methods the service calls (work runs on the embedder's worker thread), with its matrix
+products in int8 (the default on CPUs with VNNI) and in fp32 (the packaged graph, the default
+elsewhere); the hashing test embedder is the baseline in the same run. Texts are LoCoMo
+questions (queries) and dialogue turns (bulk), read in place (CC BY-NC 4.0: never copied
+into this repo).
 
     .venv/bin/python bench/embedders.py
     .venv/bin/python bench/embedders.py --bulk 5000 --queries 500 --batches 1 8 32
+    .venv/bin/python bench/embedders.py --computes int8     # skip the fp32 rows
 """
 
 from __future__ import annotations
@@ -28,7 +31,10 @@ from engram_api.embeddings.local import LocalEmbedder
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.json"
 
 _LOAD = {
-    "local": "from engram_api.embeddings.local import LocalEmbedder; LocalEmbedder.load()",
+    "local-int8": "from engram_api.embeddings.local import LocalEmbedder; "
+    "LocalEmbedder.load(compute='int8')",
+    "local-fp32": "from engram_api.embeddings.local import LocalEmbedder; "
+    "LocalEmbedder.load(compute='fp32')",
     "hash": "from engram_api.embeddings.hashing import HashingEmbedder; HashingEmbedder(384)",
 }
 
@@ -89,6 +95,7 @@ async def main() -> None:
     ap.add_argument("--bulk", type=int, default=2000, help="dialogue turns embedded in bulk")
     ap.add_argument("--batches", type=int, nargs="+", default=[8], help="local batch sizes")
     ap.add_argument("--load-runs", type=int, default=3)
+    ap.add_argument("--computes", nargs="+", choices=["int8", "fp32"], default=["int8", "fp32"])
     args = ap.parse_args()
 
     questions, turns = locomo_texts(args.data)
@@ -97,17 +104,18 @@ async def main() -> None:
     print(f"LoCoMo: {len(queries)} queries, {len(bulk)} turns in bulk; python {python}")
 
     rows: list[tuple[str, float, dict[str, float]]] = []
-    local_load = load_seconds("local", args.load_runs)
-    for batch in args.batches:
-        local = LocalEmbedder.load(batch_size=batch)
-        rows.append(
-            (
-                f"local MiniLM-L6 int8, batch {batch}",
-                local_load,
-                await measure(local, queries, bulk),
+    for compute in args.computes:
+        local_load = load_seconds(f"local-{compute}", args.load_runs)
+        for batch in args.batches:
+            local = LocalEmbedder.load(batch_size=batch, compute=compute)
+            rows.append(
+                (
+                    f"local MiniLM-L6, {compute} compute, batch {batch}",
+                    local_load,
+                    await measure(local, queries, bulk),
+                )
             )
-        )
-        await local.aclose()
+            await local.aclose()
     rows.append(
         (
             "hash-384 (baseline)",
@@ -128,6 +136,14 @@ async def main() -> None:
         f"local/hash ratios: query p50 {first['p50'] / base['p50']:.0f}x slower, "
         f"bulk {base['tps'] / first['tps']:.0f}x slower"
     )
+    if len(args.computes) == 2:
+        per = len(args.batches)
+        for k, batch in enumerate(args.batches):
+            i8, f32 = rows[k][2], rows[per + k][2]
+            print(
+                f"batch {batch}: int8 compute embeds {i8['tps'] / f32['tps']:.2f}x the texts/s "
+                f"of fp32, query p50 {f32['p50'] / i8['p50']:.2f}x faster"
+            )
 
 
 if __name__ == "__main__":

@@ -35,6 +35,10 @@ class ProviderSettings(BaseModel):
     tokenizer_path: str = Field(default="", max_length=4096)
     # local provider: onnxruntime intra-op threads; 0 = one per physical core.
     threads: int = Field(default=0, ge=0, le=256)
+    # local provider: matrix products in int8 (about 1.8x faster in bulk, vectors within cosine
+    # 0.994 of fp32) or fp32 as packaged. auto: int8 where the CPU has VNNI (avx512_vnni or
+    # avx_vnni), whose int8 kernels are exact; fp32 elsewhere.
+    compute: Literal["auto", "int8", "fp32"] = "auto"
 
 
 class EmbeddingSettings(BaseModel):

@@ -38,6 +38,7 @@ def build_provider(p: ProviderSettings, role: str = "primary") -> Embedder:
                 tokenizer_path=p.tokenizer_path,
                 batch_size=p.batch_size,
                 threads=p.threads,
+                compute=p.compute,
             )
         if p.provider == "hash":
             from engram_api.embeddings.hashing import HashingEmbedder

