@@ -20,6 +20,16 @@ SPARSE: Final = "bm25"
 # dialogue turns; k=5 gives 0.784 and 0.656, because a small k lets a strong first rank in
 # either list count, where k=60 flattens ranks and lets middling items of both lists win.
 RRF_K: Final = 5
+
+
+def prefetch_depth(limit: int) -> int:
+    """How many candidates each of the dense and the BM25 lists brings to the fusion."""
+    # LoCoMo R@10 at limit 10 (observations / turns): 0.782 / 0.655 with 5x (min 50), 0.781 /
+    # 0.655 with 3x (min 30), 0.780 / 0.654 with 2x; with k=5 deep ranks barely count. 3x cuts
+    # the embedded store's hybrid search at 100k memories from ~3 to ~2 ms.
+    return max(limit * 3, 30)
+
+
 # Payload fields with an index (keyword unless noted).
 KEYWORD_INDEXES: Final = (
     "scope",

@@ -44,6 +44,7 @@ from .base import (
     conditions,
     ids_needing_scope,
     live_updates,
+    prefetch_depth,
     with_live_fields,
 )
 
@@ -238,7 +239,7 @@ class EdgeStore:
         elif mode == "sparse":
             req = qe.QueryRequest(limit=limit, query=sparse_q, filter=flt, with_payload=True)
         else:
-            fetch = max(limit * 5, 50)
+            fetch = prefetch_depth(limit)
             req = qe.QueryRequest(
                 limit=limit,
                 prefetches=[

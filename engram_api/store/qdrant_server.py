@@ -32,6 +32,7 @@ from .base import (
     conditions,
     ids_needing_scope,
     live_updates,
+    prefetch_depth,
     with_live_fields,
 )
 
@@ -217,7 +218,7 @@ class QdrantServerStore:
                     self._collection, query=dense_q, using=DENSE, query_filter=flt, limit=limit
                 )
             else:
-                fetch = max(limit * 5, 50)
+                fetch = prefetch_depth(limit)
                 resp = await self._client.query_points(
                     self._collection,
                     prefetch=[
