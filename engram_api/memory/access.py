@@ -4,6 +4,10 @@ Searches record the ids they returned; a background flush folds the pending incr
 the store in batches. Increments are summed in memory and flushed under one lock, so within a
 process none is lost however many searches run at once. A flush that fails keeps its counts
 for the next one.
+
+A flush is one read and one write however many memories it touches: the embedded store runs
+every call on one worker, and a write per memory would queue that many jobs ahead of the next
+search. Memories that reach the same count share one payload update.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ log = logging.getLogger(__name__)
 
 class AccessTracker:
     def __init__(
-        self, store: MemoryStore, clock: Callable[[], datetime], *, delay_s: float = 0.2
+        self, store: MemoryStore, clock: Callable[[], datetime], *, delay_s: float = 1.0
     ) -> None:
         self._store = store
         self._clock = clock
@@ -54,11 +58,16 @@ class AccessTracker:
             try:
                 points = await self._store.retrieve(list(batch))
                 now = rfc3339(self._clock())
+                by_count: dict[int, list[str]] = {}
                 for p in points:
                     current = int(p.payload.get("access_count", 0) or 0)
-                    await self._store.set_payload(
-                        [p.id], {"access_count": current + batch.pop(p.id), "last_accessed_at": now}
-                    )
+                    by_count.setdefault(current + batch[p.id], []).append(p.id)
+                await self._store.set_payloads(
+                    [
+                        (ids, {"access_count": count, "last_accessed_at": now})
+                        for count, ids in sorted(by_count.items())
+                    ]
+                )
                 # Ids that vanished from the store are dropped; nothing to count them on.
                 batch.clear()
             except Exception as exc:

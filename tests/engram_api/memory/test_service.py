@@ -267,6 +267,20 @@ async def test_access_counts_lose_no_increment_under_concurrent_searches(
     assert point.payload["last_accessed_at"]
 
 
+async def test_one_access_flush_sets_each_memory_its_own_count(service: MemoryService) -> None:
+    a, b, c = [
+        (await service.add(agent="main", content=f"fact {n}", scope="global"))["id"]
+        for n in ("alpha", "beta", "gamma")
+    ]
+    service.access.record([a, a, b, c, c, c])
+    await service.access.flush()
+    service.access.record([a, b, str(uuid.uuid4())])  # an id no longer stored is dropped
+    await service.access.flush()
+    points = await service.store.retrieve([a, b, c])
+    assert {p.id: p.payload["access_count"] for p in points} == {a: 3, b: 2, c: 3}
+    assert service.access.pending == 0
+
+
 async def test_get_all_pages_with_a_cursor_and_checks_permission(service: MemoryService) -> None:
     for i in range(7):
         await service.add(agent="main", content=f"fact number {i}", scope="global")
