@@ -69,7 +69,8 @@ def points(texts: list[str]) -> list[PointWrite]:
             write_id=wid,
             embedding_model="hash/384",
             content_hash=content_hash(text),
-            archived=i % 10 == 0,
+            # 10% archived in every scope; i % 10 would archive exactly the `global` scope.
+            archived=(i // len(SCOPES)) % 10 == 0,
         )
         out.append(PointWrite(mem.id, emb.embed_one(text), bm25.document(text), mem.to_payload()))
     return out

@@ -40,7 +40,7 @@ class StoreSettings(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0, le=300)
     # dense | sparse | hybrid (dense + BM25 fused with reciprocal rank fusion)
     search_mode: Literal["dense", "sparse", "hybrid"] = "hybrid"
-    # Embedded store only: score every candidate with full-precision vectors (recall 1.0, ~3x
+    # Embedded store only: score every candidate with full-precision vectors (recall 1.0, 1.3-2.5x
     # slower at 100k) instead of a 1-bit pre-scan rescored with full vectors (recall ~0.99).
     # Unset: exact for the hash embedder, whose mostly-zero vectors lose too much in one bit.
     exact_search: bool | None = None

@@ -7,7 +7,7 @@ There is no HNSW graph: qdrant-edge builds one only in `optimize()`, which block
 20-80 s at 100k points. Search instead scans a 1-bit copy of every candidate vector (scored
 against an 8-bit query) and rescores the best `OVERSAMPLING` x limit with the full vectors, so
 the returned scores are exact cosines. On LoCoMo's MiniLM vectors that keeps 99% of the exact
-top 10 (99.8% of the top 50) at a third of the cost of an exact scan (docs/benchmarks.md).
+top 10 (99.8% of the top 50) at 40-75% of the cost of an exact scan at 100k (docs/benchmarks.md).
 `exact=True` scans full-precision vectors instead.
 """
 
