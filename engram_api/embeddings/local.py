@@ -141,7 +141,7 @@ class LocalEmbedder:
         compute: Literal["int8", "fp32"] = "fp32",
     ):
         self._session = session
-        # Which arithmetic runs the matrix products (status and logs say it).
+        # Which arithmetic runs the matrix products: "int8" (rewritten graph) or "fp32".
         self.compute = compute
         self._tokenizer = tokenizer
         self._batch = batch_size

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import qdrant_edge as qe
 
 from engram_api.embeddings.config import EmbeddingSettings, ProviderSettings
 from engram_api.embeddings.hashing import HashingEmbedder
 from engram_api.embeddings.local import LocalEmbedder
 from engram_api.runtime import build_store
 from engram_api.settings import EngramSettings, StoreSettings
-from engram_api.store.base import Match, MemoryStore, PointWrite, StoredPoint
+from engram_api.store.base import DENSE, SPARSE, Match, MemoryStore, PointWrite, StoredPoint
 from engram_api.store.edge import EdgeStore
 
 DIM = 384
@@ -130,3 +131,45 @@ async def test_the_store_searches_exactly_for_the_hash_embedder_or_when_configur
     for q, hits in zip(queries, got, strict=True):
         brute = np.sort(live @ q)[::-1][:10]
         assert np.allclose([h.score for h in hits], brute, atol=1e-4)
+
+
+async def test_a_store_made_before_quantization_opens_and_searches_exactly_as_before(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "edge"
+    # The layout of earlier Engram versions: no quantization, default memory placement.
+    old = qe.EdgeShard.create(
+        str(path),
+        qe.EdgeConfig(
+            vectors={DENSE: qe.EdgeVectorParams(size=DIM, distance=qe.Distance.Cosine)},
+            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        ),
+    )
+    emb = HashingEmbedder(DIM)
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+    texts = ["deploy the helm chart", "rotate the vault secret", "user prefers dark mode"]
+    old.update(
+        qe.UpdateOperation.upsert_points(
+            [
+                qe.Point(i, {DENSE: emb.embed_one(t).tolist()}, {"scope": "group:a", "archived": 0})
+                for i, t in zip(ids, texts, strict=True)
+            ]
+        )
+    )
+    old.close()
+
+    store = EdgeStore(path)
+    await store.open(DIM)
+    await fill(store, np.stack([emb.embed_one("a newer memory about coffee")]))
+    hits = await store.query(
+        dense=emb.embed_one("vault secret rotation"),
+        sparse=None,
+        match=Match(scopes=frozenset({"group:a"}), archived=None),
+        limit=2,
+        mode="dense",
+    )
+    await store.close()
+    assert hits[0].id == ids[1]
+    assert hits[0].score == pytest.approx(
+        float(emb.embed_one("vault secret rotation") @ emb.embed_one(texts[1])), abs=1e-4
+    )
