@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from engram_api.resilience import ResilienceSettings
 
 ProviderName = Literal["local", "hash", "gemini", "openai"]
+# Arithmetic of the local model's matrix products (see ProviderSettings.compute).
+Compute = Literal["auto", "int8", "fp32"]
 
 
 class ProviderSettings(BaseModel):
@@ -38,7 +40,7 @@ class ProviderSettings(BaseModel):
     # local provider: matrix products in int8 (about 1.8x faster in bulk, vectors within cosine
     # 0.994 of fp32) or fp32 as packaged. auto: int8 where the CPU has VNNI (avx512_vnni or
     # avx_vnni), whose int8 kernels are exact; fp32 elsewhere.
-    compute: Literal["auto", "int8", "fp32"] = "auto"
+    compute: Compute = "auto"
 
 
 class EmbeddingSettings(BaseModel):

