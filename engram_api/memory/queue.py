@@ -86,6 +86,7 @@ class DurableQueue:
         self._lock = threading.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
         self._prepare: Prepare | None = None
         self._write: Write | None = None
         self._replay_lock = asyncio.Lock()
@@ -264,6 +265,10 @@ class DurableQueue:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=delay)
+            # On Python 3.11, wait_for swallows a cancel that lands as the wake-up completes
+            # (a write's kick just before shutdown), so shutdown is also a flag.
+            if self._stopping:
+                return
             self._wake.clear()
             if not self.entries(1):
                 delay = self.max_delay_s
@@ -280,6 +285,8 @@ class DurableQueue:
                 delay = self.base_delay_s
 
     async def aclose(self) -> None:
+        self._stopping = True
+        self._wake.set()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
