@@ -72,7 +72,10 @@ def build_embedder(settings: EngramSettings) -> Embedder:
         raise StartupError(f"embeddings: {exc}") from None
 
 
-def build_store(settings: EngramSettings, collection: str | None = None) -> MemoryStore:
+def build_store(
+    settings: EngramSettings, collection: str | None = None, *, background: bool = False
+) -> MemoryStore:
+    """`background`: a long-running process, which may build search indexes as it goes."""
     s = settings.store
     if collection is not None:
         s = s.model_copy(update={"collection": collection})
@@ -84,7 +87,11 @@ def build_store(settings: EngramSettings, collection: str | None = None) -> Memo
             exact = emb.primary.provider == "hash" and (
                 emb.fallback is None or emb.fallback.provider == "hash"
             )
-        return EdgeStore(qdrant_dir / resolve_embedded(qdrant_dir, s.collection), exact=exact)
+        return EdgeStore(
+            qdrant_dir / resolve_embedded(qdrant_dir, s.collection),
+            exact=exact,
+            index_after=(s.index_threshold or None) if background else None,
+        )
     # qdrant-client takes half a second to import; embedded users never pay for it.
     from engram_api.store.qdrant_server import QdrantServerStore
 
@@ -141,7 +148,7 @@ async def open_engine(
         stack.callback(lock.release)
         emb = embedder or build_embedder(settings)
         stack.push_async_callback(emb.aclose)
-        store = build_store(settings)
+        store = build_store(settings, background=background)
         stack.push_async_callback(store.close)
         reopen: asyncio.Task[None] | None = None
         try:

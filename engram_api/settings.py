@@ -44,6 +44,10 @@ class StoreSettings(BaseModel):
     # slower at 100k) instead of a 1-bit pre-scan rescored with full vectors (recall ~0.99).
     # Unset: exact for the hash embedder, whose mostly-zero vectors lose too much in one bit.
     exact_search: bool | None = None
+    # Embedded store only: once this many points are not yet in the HNSW graph, `engram serve`
+    # and `engram stdio` build it in a child process and swap it in (0: never). Below it a
+    # search scans the unindexed points (~0.6 ms at 10k).
+    index_threshold: int = Field(default=20_000, ge=0, le=100_000_000)
 
 
 class LimitSettings(BaseModel):

@@ -95,6 +95,16 @@ class Metrics:
         self.queue_oldest = Gauge(
             "engram_queue_oldest_age_seconds", "Age of the oldest queued write.", registry=r
         )
+        self.unindexed_points = Gauge(
+            "engram_store_unindexed_points",
+            "Points the embedded store has not yet put in its HNSW graph (searched by a scan).",
+            registry=r,
+        )
+        self.index_building = Gauge(
+            "engram_store_index_build_running",
+            "1 while the embedded store builds its HNSW graph in a child process.",
+            registry=r,
+        )
         self.memories = Gauge(
             "engram_memories", "Memories by state (active, archived).", ["state"], registry=r
         )
@@ -133,6 +143,10 @@ class Metrics:
         self.queue_depth.set(stats["depth"])
         self.queue_dead.set(stats["dead_letters"])
         self.queue_oldest.set(stats["oldest_age_s"])
+        index = store.index_status()
+        if index is not None:
+            self.unindexed_points.set(index.unindexed_points)
+            self.index_building.set(int(index.building))
         async with self._lock:
             now = self._clock()
             if self._last_inventory is not None and now - self._last_inventory < self._cache_s:

@@ -184,6 +184,15 @@ class StoredPoint:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class IndexStatus:
+    """A store's own search index, where it builds one (the embedded store)."""
+
+    indexed_points: int
+    unindexed_points: int
+    building: bool
+
+
 class StoreError(RuntimeError):
     """The store could not do what was asked (down, timed out, refused)."""
 
@@ -206,6 +215,10 @@ class MemoryStore(Protocol):
     async def close(self) -> None: ...
 
     async def healthy(self) -> bool: ...
+
+    def index_status(self) -> IndexStatus | None:
+        """None where the index is not the store's to build (a Qdrant server builds its own)."""
+        ...
 
     async def upsert(self, points: Sequence[PointWrite]) -> None: ...
 

@@ -3,17 +3,23 @@
 qdrant-edge is synchronous; every call goes through one worker thread, which keeps the event
 loop free and serialises access to the shard (its thread-safety is not documented).
 
-There is no HNSW graph: qdrant-edge builds one only in `optimize()`, which blocks the shard for
-20-80 s at 100k points. Search instead scans a 1-bit copy of every candidate vector (scored
-against an 8-bit query) and rescores the best `OVERSAMPLING` x limit with the full vectors, so
-the returned scores are exact cosines. On LoCoMo's MiniLM vectors that keeps 99% of the exact
-top 10 (99.8% of the top 50) at 40-75% of the cost of an exact scan at 100k (docs/benchmarks.md).
-`exact=True` scans full-precision vectors instead.
+Points land in a plain segment, searched by scanning a 1-bit copy of every candidate vector
+(scored against an 8-bit query) and rescoring the best `OVERSAMPLING` x limit with the full
+vectors, so the returned scores are exact cosines. On LoCoMo's MiniLM vectors that keeps 99% of
+the exact top 10. A filtered scan still costs ~0.2 us per candidate, so once `index_after`
+points are unindexed, a child process builds an HNSW graph on a copy of the shard and the store
+swaps it in (:mod:`.edge_index`); searches then walk the graph with the same rescoring.
+`exact=True` scans full-precision vectors instead and never builds a graph.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import shutil
+import subprocess
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +31,7 @@ import qdrant_edge as qe
 
 from engram_api.errors import EngramError, StoreLocked
 
+from . import edge_index
 from .base import (
     DENSE,
     FLOAT_INDEXES,
@@ -34,6 +41,7 @@ from .base import (
     SPARSE,
     Cond,
     DenseVector,
+    IndexStatus,
     Match,
     PointWrite,
     SchemaMismatch,
@@ -47,15 +55,22 @@ from .base import (
     prefetch_depth,
     with_live_fields,
 )
+from .edge_config import load_shard, shard_config
 
 if TYPE_CHECKING:
     from qdrant_edge import PointId
 
 T = TypeVar("T")
 
+log = logging.getLogger(__name__)
+
 # Measured on LoCoMo with MiniLM: overlap with the exact top 10 is 0.76 at 1x, 0.94 at 2x and
 # 0.99 at 4x oversampling (candidates rescored with the full vectors).
 OVERSAMPLING: Final = 4.0
+# Writes taken while a build runs are kept in memory to replay on the copy; past this many
+# points (a bulk import) the build is abandoned and tried again later.
+JOURNAL_MAX_POINTS: Final = 20_000
+RETRY_AFTER_S: Final = 300.0
 
 
 def _edge_cond(c: Cond) -> Any:
@@ -95,11 +110,33 @@ def _point(p: Any, *, with_vectors: bool = False, score: float = 0.0) -> StoredP
 class EdgeStore:
     kind = "embedded"
 
-    def __init__(self, path: Path, *, exact: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        exact: bool = False,
+        index_after: int | None = None,
+        journal_max_points: int = JOURNAL_MAX_POINTS,
+    ) -> None:
+        """`index_after`: build an HNSW graph once this many points are unindexed (None: never;
+        for long-running processes, since a build outlives a CLI command)."""
         self._path = path
         self._exact = exact
         self._shard: qe.EdgeShard | None = None
+        self._dimension: int | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-edge")
+        self._index_after = None if exact else index_after
+        self._journal_max = journal_max_points
+        # Touched only on the executor thread, except reads for status.
+        self._journal: list[qe.UpdateOperation] | None = None
+        self._journal_points = 0
+        self._indexed = 0
+        self._unindexed = 0
+        self._unindexed_at_copy = 0
+        self._build_task: asyncio.Task[bool] | None = None
+        self._child: subprocess.Popen[bytes] | None = None
+        self._closing = False
+        self._retry_at = 0.0
 
     async def _run(self, fn: Callable[[], T]) -> T:
         loop = asyncio.get_running_loop()
@@ -118,6 +155,7 @@ class EdgeStore:
 
     async def open(self, dimension: int | None) -> None:
         def _open() -> None:
+            edge_index.recover(self._path)
             if dimension is None and not self._path.exists():
                 raise StoreError(f"embedded store: no collection at {self._path}")
             self._path.mkdir(parents=True, exist_ok=True)
@@ -126,9 +164,9 @@ class EdgeStore:
                 raise StoreError(f"embedded store: no collection at {self._path}")
             try:
                 shard = (
-                    _load(self._path, dimension)
+                    load_shard(self._path, dimension)
                     if has_data
-                    else qe.EdgeShard.create(str(self._path), _config(dimension or 1))
+                    else qe.EdgeShard.create(str(self._path), shard_config(dimension or 1))
                 )
             except Exception as exc:
                 if "WouldBlock" in str(exc) or "lock" in str(exc).lower():
@@ -158,10 +196,21 @@ class EdgeStore:
                     qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Float)
                 )
             self._shard = shard
+            self._dimension = dimension or stored
+            self._indexed = edge_index.read_indexed_points(self._path)
+            self._unindexed = max(0, shard.info().points_count - self._indexed)
 
         await self._run(_open)
+        self._maybe_index()
 
     async def close(self) -> None:
+        self._closing = True
+        task = self._build_task
+        if task is not None:
+            self._kill_child()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await task
+
         def _close() -> None:
             if self._shard is not None:
                 self._shard.flush()
@@ -186,10 +235,10 @@ class EdgeStore:
 
         # No flush per write: qdrant-edge's WAL already survives a kill -9 (tested), and a
         # flush per write cost 20-90 ms at 10k-100k points. Segments are flushed on close.
-        def _upsert() -> None:
-            self.shard.update(qe.UpdateOperation.upsert_points(edge_points))
-
-        await self._run(_upsert)
+        await self._run(
+            lambda: self._apply(qe.UpdateOperation.upsert_points(edge_points), len(edge_points))
+        )
+        self._maybe_index()
 
     async def retrieve(
         self, ids: Sequence[str], *, with_vectors: bool = False
@@ -325,53 +374,171 @@ class EdgeStore:
             scopes = {str(r.id): str((r.payload or {}).get("scope", "")) for r in recs}
             for ids, payload in live_updates(updates, scopes):
                 if ids:
-                    self.shard.update(qe.UpdateOperation.set_payload(list(ids), payload))
+                    # A payload change moves the point out of an indexed segment.
+                    self._apply(qe.UpdateOperation.set_payload(list(ids), payload), len(ids))
 
         await self._run(_set)
+        self._maybe_index()
 
     async def delete(self, ids: Sequence[str]) -> None:
         if not ids:
             return
 
-        def _delete() -> None:
-            self.shard.update(qe.UpdateOperation.delete_points(list(ids)))
+        await self._run(lambda: self._apply(qe.UpdateOperation.delete_points(list(ids)), 0))
 
-        await self._run(_delete)
+    # --- HNSW index builds (see edge_index for the directory protocol) ---
 
+    def index_status(self) -> IndexStatus:
+        return IndexStatus(
+            indexed_points=self._indexed,
+            unindexed_points=self._unindexed,
+            building=self._build_task is not None,
+        )
 
-def _load(path: Path, dimension: int | None) -> qe.EdgeShard:
-    if dimension is None:
-        return qe.EdgeShard.load(str(path))
-    # Loading with the current config persists it for next time. A shard made before
-    # quantization was configured keeps exact-scanning its old segments (loading does not
-    # rebuild them): slower, never wrong.
-    try:
-        return qe.EdgeShard.load(str(path), _config(dimension))
-    except Exception as exc:
-        if "incompatible" not in str(exc).lower():
+    async def build_index(self) -> bool:
+        """Build the HNSW graph now (or join the running build); True if one was swapped in."""
+        if self._exact or self._closing:
+            return False
+        if self._build_task is None:
+            self._build_task = asyncio.get_running_loop().create_task(self._build())
+        return await asyncio.shield(self._build_task)
+
+    def _apply(self, op: qe.UpdateOperation, points: int) -> None:
+        """Apply a write (executor thread) and keep it for replay if a build is running."""
+        self.shard.update(op)
+        self._unindexed += points
+        if self._journal is not None:
+            self._journal.append(op)
+            self._journal_points += points
+            if self._journal_points > self._journal_max:
+                self._kill_child()
+
+    def _maybe_index(self) -> None:
+        if (
+            self._index_after is not None
+            and self._build_task is None
+            and not self._closing
+            and self._unindexed >= self._index_after
+            and time.monotonic() >= self._retry_at
+        ):
+            self._build_task = asyncio.get_running_loop().create_task(self._build())
+
+    async def _build(self) -> bool:
+        build_dir = edge_index.sibling(self._path, edge_index.BUILD)
+        started = time.perf_counter()
+        try:
+            points = await self._run(self._copy_for_build)
+            code, err = await asyncio.to_thread(self._run_child, build_dir)
+            if self._journal_points > self._journal_max:
+                raise StoreError(
+                    f"{self._journal_points} points were written during the build (more than "
+                    f"{self._journal_max} are not kept for replay)"
+                )
+            if code != 0:
+                raise StoreError(f"the build process exited with {code}: {err.strip()[-300:]}")
+            pause_ms = await self._run(lambda: self._swap(points))
+        except Exception as exc:
+            self._retry_at = time.monotonic() + RETRY_AFTER_S
+            with contextlib.suppress(Exception):
+                await self._run(self._discard_build)
+            if not self._closing:
+                log.warning(
+                    "embedded store: index build abandoned (search stays correct, only "
+                    "slower; next try in %.0f s): %s",
+                    RETRY_AFTER_S,
+                    exc,
+                )
+            return False
+        finally:
+            self._build_task = None
+        log.info(
+            "embedded store: HNSW index built over %d points in %.1f s; requests waited "
+            "%.0f ms for the swap",
+            points,
+            time.perf_counter() - started,
+            pause_ms,
+        )
+        self._maybe_index()
+        return True
+
+    def _copy_for_build(self) -> int:
+        build_dir = edge_index.sibling(self._path, edge_index.BUILD)
+        shutil.rmtree(build_dir, ignore_errors=True)
+        self.shard.flush()
+        shutil.copytree(self._path, build_dir)
+        # From here on every write goes to the live shard and to the journal.
+        self._journal, self._journal_points = [], 0
+        self._unindexed_at_copy, self._unindexed = self._unindexed, 0
+        return int(self.shard.info().points_count)
+
+    def _run_child(self, build_dir: Path) -> tuple[int, str]:
+        if self._dimension is None:
+            raise StoreError("embedded store is not open")
+        proc = subprocess.Popen(
+            edge_index.build_command(build_dir, self._dimension),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        self._child = proc
+        if self._closing or self._journal_points > self._journal_max:
+            proc.kill()
+        try:
+            _, err = proc.communicate()
+        finally:
+            self._child = None
+        return proc.returncode, err.decode("utf-8", errors="replace")
+
+    def _kill_child(self) -> None:
+        child = self._child
+        if child is not None:
+            with contextlib.suppress(ProcessLookupError):
+                child.kill()
+
+    def _discard_build(self) -> None:
+        # The copied points are still unindexed; count them again.
+        self._unindexed += self._unindexed_at_copy
+        self._unindexed_at_copy = 0
+        self._journal = None
+        shutil.rmtree(edge_index.sibling(self._path, edge_index.BUILD), ignore_errors=True)
+
+    def _swap(self, points: int) -> float:
+        """Put the built copy in place of the live shard (executor thread; requests wait)."""
+        started = time.perf_counter()
+        path = self._path
+        old = edge_index.sibling(path, edge_index.OLD)
+        trash = edge_index.sibling(path, edge_index.TRASH)
+        journal = self._journal or []
+        live = self.shard
+        live.flush()
+        live.close()
+        self._shard = None
+        path.rename(old)
+        edge_index.sibling(path, edge_index.BUILD).rename(path)
+        built: qe.EdgeShard | None = None
+        try:
+            built = load_shard(path, self._dimension)
+            for op in journal:
+                built.update(op)
+            built.flush()
+        except Exception:
+            if built is not None:
+                with contextlib.suppress(Exception):
+                    built.close()
+            path.rename(trash)
+            old.rename(path)
+            self._shard = load_shard(path, self._dimension)
+            shutil.rmtree(trash, ignore_errors=True)
             raise
-    # Another dimension: load as stored so the caller can say which and what to do.
-    return qe.EdgeShard.load(str(path))
-
-
-def _config(dimension: int) -> qe.EdgeConfig:
-    binary = qe.BinaryQuantizationConfig(
-        memory=qe.Memory.Pinned,
-        query_encoding=qe.BinaryQuantizationQueryEncoding.Scalar8Bits,
-    )
-    return qe.EdgeConfig(
-        vectors={
-            DENSE: qe.EdgeVectorParams(
-                size=dimension, distance=qe.Distance.Cosine, quantization_config=binary
-            )
-        },
-        sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-        # The payload of the hits is read on every search: Cold (the default, uncached mmap)
-        # cost ~0.5 ms of a 3 ms search. One search thread: a shard has few segments, and the
-        # cores are better spent on the embedder and the event loop.
-        payload_memory=qe.Memory.Cached,
-        max_search_threads=1,
-    )
+        finally:
+            self._journal = None
+        self._shard = built
+        self._unindexed_at_copy = 0
+        old.rename(trash)
+        shutil.rmtree(trash, ignore_errors=True)
+        edge_index.write_indexed_points(path, points)
+        self._indexed = points
+        return (time.perf_counter() - started) * 1000
 
 
 def _stored_dimension(shard: qe.EdgeShard) -> int | None:

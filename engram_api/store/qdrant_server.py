@@ -22,6 +22,7 @@ from .base import (
     SPARSE,
     Cond,
     DenseVector,
+    IndexStatus,
     Match,
     PointWrite,
     SchemaMismatch,
@@ -149,6 +150,9 @@ class QdrantServerStore:
 
     async def close(self) -> None:
         await self._client.close()
+
+    def index_status(self) -> IndexStatus | None:
+        return None
 
     async def healthy(self) -> bool:
         try:

@@ -1,0 +1,70 @@
+"""How the embedded store's shard is laid out on disk: vectors, quantization, HNSW, payload.
+
+Shared by the store (which opens the shard) and the index builder (which opens a copy of it in
+a child process), so both read the same shard the same way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+import qdrant_edge as qe
+
+from .base import DENSE, SPARSE
+
+# HNSW graph: 16 links per node (32 on the base layer) and 100 candidates while building are
+# Qdrant's defaults. payload_m adds links per indexed payload value, so a search filtered to a
+# few scopes walks those scopes' sub-graphs instead of discarding most of the neighbours.
+HNSW_M: Final = 16
+HNSW_EF_CONSTRUCT: Final = 100
+# Below this many KB of vectors matching a filter, a search scores the matches directly instead
+# of walking the graph (10,000 KB is ~6,600 vectors of 384 floats).
+FULL_SCAN_THRESHOLD_KB: Final = 10_000
+
+
+def shard_config(dimension: int, *, build: bool = False) -> qe.EdgeConfig:
+    """The shard's configuration; `build` also asks optimize() to index every segment."""
+    binary = qe.BinaryQuantizationConfig(
+        memory=qe.Memory.Pinned,
+        query_encoding=qe.BinaryQuantizationQueryEncoding.Scalar8Bits,
+    )
+    return qe.EdgeConfig(
+        vectors={
+            DENSE: qe.EdgeVectorParams(
+                size=dimension, distance=qe.Distance.Cosine, quantization_config=binary
+            )
+        },
+        sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        hnsw_config=qe.HnswIndexConfig(
+            m=HNSW_M,
+            ef_construct=HNSW_EF_CONSTRUCT,
+            full_scan_threshold=FULL_SCAN_THRESHOLD_KB,
+            # One core for the build: the other serves requests meanwhile.
+            max_indexing_threads=1,
+            payload_m=HNSW_M,
+        ),
+        # 1 KB: the builder indexes every segment however small; the serving process never
+        # calls optimize(), so the threshold only matters inside a build.
+        optimizers=qe.EdgeOptimizersConfig(indexing_threshold=1) if build else None,
+        # The payload of the hits is read on every search: Cold (the default, uncached mmap)
+        # cost ~0.5 ms of a 3 ms search. One search thread: a shard has few segments, and the
+        # cores are better spent on the embedder and the event loop.
+        payload_memory=qe.Memory.Cached,
+        max_search_threads=1,
+    )
+
+
+def load_shard(path: Path, dimension: int | None, *, build: bool = False) -> qe.EdgeShard:
+    if dimension is None:
+        return qe.EdgeShard.load(str(path))
+    # Loading with the current config persists it for next time. A shard made before
+    # quantization was configured keeps exact-scanning its old segments until the next index
+    # build rewrites them: slower, never wrong.
+    try:
+        return qe.EdgeShard.load(str(path), shard_config(dimension, build=build))
+    except Exception as exc:
+        if "incompatible" not in str(exc).lower():
+            raise
+    # Another dimension: load as stored so the caller can say which and what to do.
+    return qe.EdgeShard.load(str(path))
