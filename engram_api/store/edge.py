@@ -4,11 +4,12 @@ qdrant-edge is synchronous; every call goes through one worker thread, which kee
 loop free and serialises access to the shard (its thread-safety is not documented).
 
 Points land in a plain segment, searched by scanning a 1-bit copy of every candidate vector
-(scored against an 8-bit query) and rescoring the best `OVERSAMPLING` x limit with the full
-vectors, so the returned scores are exact cosines. On LoCoMo's MiniLM vectors that keeps 99% of
-the exact top 10. A filtered scan still costs ~0.2 us per candidate, so once `index_after`
-points are unindexed, a child process builds an HNSW graph on a copy of the shard and the store
-swaps it in (:mod:`.edge_index`); searches then walk the graph with the same rescoring.
+(scored against an 8-bit query) and rescoring the best 4x limit (at least 80) with the full
+vectors, so the returned scores are exact cosines: 99.2% of the exact top 10 on 100k
+MiniLM-like vectors (bench/graph_recall.py). A filtered scan still costs ~0.2 us per candidate,
+so once `index_after` points are unindexed, a child process builds an HNSW graph on a copy of
+the shard and the store swaps it in (:mod:`.edge_index`); searches then walk the graph with the
+same rescoring.
 `exact=True` scans full-precision vectors instead and never builds a graph.
 """
 
@@ -64,9 +65,19 @@ T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
-# Measured on LoCoMo with MiniLM: overlap with the exact top 10 is 0.76 at 1x, 0.94 at 2x and
-# 0.99 at 4x oversampling (candidates rescored with the full vectors).
+# Overlap with the exact top 10 (candidates rescored with the full vectors): on LoCoMo's MiniLM
+# vectors 0.76 at 1x, 0.94 at 2x, 0.99 at 4x; at 100k MiniLM-like vectors, whose neighbourhoods
+# are denser, 0.964 at 4x and 0.992 at 8x (bench/graph_recall.py). Rescoring 80 costs about
+# what 40 does, but the graph walk widens with the candidates: hybrid's dense prefetch of 30 at
+# 8x (240) took 1.9 -> 3.5 ms at 100k. So at least 80 candidates, at least 4x the limit.
 OVERSAMPLING: Final = 4.0
+RESCORED_MIN: Final = 80
+
+
+def oversampling(limit: int) -> float:
+    return max(OVERSAMPLING, RESCORED_MIN / max(1, limit))
+
+
 # Writes taken while a build runs are kept in memory to replay on the copy; past this many
 # points (a bulk import) the build is abandoned and tried again later.
 JOURNAL_MAX_POINTS: Final = 20_000
@@ -260,11 +271,14 @@ class EdgeStore:
         mode: SearchMode,
     ) -> list[StoredPoint]:
         flt = edge_filter(match)
+        fetch = prefetch_depth(limit) if mode == "hybrid" else limit
         dense_params = (
             qe.SearchParams(exact=True)
             if self._exact
             else qe.SearchParams(
-                quantization=qe.QuantizationSearchParams(rescore=True, oversampling=OVERSAMPLING)
+                quantization=qe.QuantizationSearchParams(
+                    rescore=True, oversampling=oversampling(fetch)
+                )
             )
         )
         dense_q = (
@@ -288,7 +302,6 @@ class EdgeStore:
         elif mode == "sparse":
             req = qe.QueryRequest(limit=limit, query=sparse_q, filter=flt, with_payload=True)
         else:
-            fetch = prefetch_depth(limit)
             req = qe.QueryRequest(
                 limit=limit,
                 prefetches=[
@@ -513,10 +526,10 @@ class EdgeStore:
         live.flush()
         live.close()
         self._shard = None
-        path.rename(old)
-        edge_index.sibling(path, edge_index.BUILD).rename(path)
         built: qe.EdgeShard | None = None
         try:
+            path.rename(old)
+            edge_index.sibling(path, edge_index.BUILD).rename(path)
             built = load_shard(path, self._dimension)
             for op in journal:
                 built.update(op)
@@ -525,10 +538,9 @@ class EdgeStore:
             if built is not None:
                 with contextlib.suppress(Exception):
                     built.close()
-            path.rename(trash)
-            old.rename(path)
+            # Exactly what a restart would do: the old shard, which took every write, is back.
+            edge_index.recover(path)
             self._shard = load_shard(path, self._dimension)
-            shutil.rmtree(trash, ignore_errors=True)
             raise
         finally:
             self._journal = None
