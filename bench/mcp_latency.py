@@ -48,6 +48,7 @@ from engram_api.runtime import open_engine
 from engram_api.server.app import create_app
 from engram_api.settings import EngramSettings
 from engram_api.store.base import PointWrite
+from engram_api.store.edge import EdgeStore
 
 WORDS = [
     "deploy",
@@ -165,6 +166,19 @@ async def running_server(settings: EngramSettings) -> AsyncIterator[Running]:
                 raise RuntimeError("the server did not start")
             await asyncio.sleep(0.05)
         engine = app.state.engram.engine
+        store = engine.store
+        status = store.index_status()
+        if isinstance(store, EdgeStore) and status is not None and status.building:
+            # Past store.index_threshold unindexed points the server builds the HNSW graph in
+            # the background from its start; measure the steady state, as a server that has
+            # been up a minute would serve it.
+            t = time.perf_counter()
+            await store.build_index()
+            print(
+                f"waited {time.perf_counter() - t:.0f} s for the server's graph build",
+                file=sys.stderr,
+                flush=True,
+            )
         yield Running(f"http://127.0.0.1:{port}/mcp", engine.service)
     finally:
         server.should_exit = True
