@@ -412,9 +412,7 @@ class EdgeStore:
         """Build the HNSW graph now (or join the running build); True if one was swapped in."""
         if self._exact or self._closing:
             return False
-        if self._build_task is None:
-            self._build_task = asyncio.get_running_loop().create_task(self._build())
-        return await asyncio.shield(self._build_task)
+        return await asyncio.shield(self._build_task or self._start_build())
 
     def _apply(self, op: qe.UpdateOperation, points: int) -> None:
         """Apply a write (executor thread) and keep it for replay if a build is running."""
@@ -434,7 +432,11 @@ class EdgeStore:
             and self._unindexed >= self._index_after
             and time.monotonic() >= self._retry_at
         ):
-            self._build_task = asyncio.get_running_loop().create_task(self._build())
+            self._start_build()
+
+    def _start_build(self) -> asyncio.Task[bool]:
+        self._build_task = asyncio.get_running_loop().create_task(self._build())
+        return self._build_task
 
     async def _build(self) -> bool:
         build_dir = edge_index.sibling(self._path, edge_index.BUILD)
