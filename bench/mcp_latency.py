@@ -236,7 +236,8 @@ async def main() -> None:
         choices=["local", "hash"],
         default="local",
         help="embed the stored corpus with the local model (realistic, about 3 ms per memory "
-        "on one core) or with the hash embedder (fast fill; queries still use the local model)",
+        "on one core) or with the hash embedder (fast fill; queries still use the local model, "
+        "so past 20k memories they walk a graph built from another model's vectors: slower)",
     )
     ap.add_argument(
         "--embed-threads",
