@@ -144,6 +144,8 @@ class EdgeStore:
         self._indexed = 0
         self._unindexed = 0
         self._unindexed_at_copy = 0
+        # Points written since the copy for the last build (not kept by an exact store).
+        self._touched: set[str] = set()
         self._build_task: asyncio.Task[bool] | None = None
         self._child: subprocess.Popen[bytes] | None = None
         self._closing = False
@@ -247,7 +249,9 @@ class EdgeStore:
         # No flush per write: qdrant-edge's WAL already survives a kill -9 (tested), and a
         # flush per write cost 20-90 ms at 10k-100k points. Segments are flushed on close.
         await self._run(
-            lambda: self._apply(qe.UpdateOperation.upsert_points(edge_points), len(edge_points))
+            lambda: self._apply(
+                qe.UpdateOperation.upsert_points(edge_points), [p.id for p in points]
+            )
         )
         self._maybe_index()
 
@@ -388,7 +392,7 @@ class EdgeStore:
             for ids, payload in live_updates(updates, scopes):
                 if ids:
                     # A payload change moves the point out of an indexed segment.
-                    self._apply(qe.UpdateOperation.set_payload(list(ids), payload), len(ids))
+                    self._apply(qe.UpdateOperation.set_payload(list(ids), payload), ids)
 
         await self._run(_set)
         self._maybe_index()
@@ -397,7 +401,7 @@ class EdgeStore:
         if not ids:
             return
 
-        await self._run(lambda: self._apply(qe.UpdateOperation.delete_points(list(ids)), 0))
+        await self._run(lambda: self._apply(qe.UpdateOperation.delete_points(list(ids)), ()))
 
     # --- HNSW index builds (see edge_index for the directory protocol) ---
 
@@ -414,13 +418,18 @@ class EdgeStore:
             return False
         return await asyncio.shield(self._build_task or self._start_build())
 
-    def _apply(self, op: qe.UpdateOperation, points: int) -> None:
+    def _apply(self, op: qe.UpdateOperation, ids: Sequence[str]) -> None:
         """Apply a write (executor thread) and keep it for replay if a build is running."""
         self.shard.update(op)
-        self._unindexed += points
+        if not self._exact:
+            # Distinct points: access counts rewrite the same hot memories over and over, and
+            # each one leaves the graph only once.
+            fresh = [i for i in ids if i not in self._touched]
+            self._touched.update(fresh)
+            self._unindexed += len(fresh)
         if self._journal is not None:
             self._journal.append(op)
-            self._journal_points += points
+            self._journal_points += len(ids)
             if self._journal_points > self._journal_max:
                 self._kill_child()
 
@@ -484,6 +493,7 @@ class EdgeStore:
         # From here on every write goes to the live shard and to the journal.
         self._journal, self._journal_points = [], 0
         self._unindexed_at_copy, self._unindexed = self._unindexed, 0
+        self._touched = set()
         return int(self.shard.info().points_count)
 
     def _run_child(self, build_dir: Path) -> tuple[int, str]:

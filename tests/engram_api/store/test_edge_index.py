@@ -200,6 +200,22 @@ async def test_a_store_builds_on_its_own_once_enough_points_are_unindexed(
         await store.close()
 
 
+async def test_rewriting_the_same_points_counts_them_once_toward_a_build(tmp_path: Path) -> None:
+    """Access counts rewrite the same hot memories on every search; that is not new work."""
+    vectors, _ = clustered(300, seed=10)
+    store = await filled(tmp_path / "edge", vectors, index_after=400)
+    try:
+        assert await store.build_index() is True
+        hot = [p.id for p in writes(vectors[:10])]
+        for n in range(100):
+            await store.set_payload(hot, {"access_count": n})
+        status = store.index_status()
+        assert (status.unindexed_points, status.building) == (10, False)
+        assert leftovers(tmp_path / "edge") == []
+    finally:
+        await store.close()
+
+
 async def test_an_exact_store_never_builds_a_graph(tmp_path: Path) -> None:
     vectors, _ = clustered(500, seed=8)
     store = await filled(tmp_path / "edge", vectors, exact=True, index_after=100)
