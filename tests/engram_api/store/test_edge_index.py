@@ -68,6 +68,16 @@ async def everything(store: EdgeStore) -> dict[str, StoredPoint]:
     return {p.id: p for p in points}
 
 
+async def after_restart(path: Path) -> tuple[int, int]:
+    """(points, indexed points) as the next process to open the store at `path` finds them."""
+    store = EdgeStore(path)
+    await store.open(DIM)
+    try:
+        return len(await everything(store)), store.index_status().indexed_points
+    finally:
+        await store.close()
+
+
 def leftovers(path: Path) -> list[str]:
     return sorted(
         p.name for p in path.parent.iterdir() if p.name.endswith((".build", ".old", ".trash"))
@@ -132,13 +142,7 @@ async def test_writes_made_during_a_build_are_replayed_onto_the_new_graph(tmp_pa
     finally:
         await store.close()
     # And all of it survives a restart on the swapped-in shard.
-    reopened = EdgeStore(path)
-    await reopened.open(DIM)
-    try:
-        assert len(await everything(reopened)) == 3000 + 200 - 25
-        assert reopened.index_status().indexed_points == 3000
-    finally:
-        await reopened.close()
+    assert await after_restart(path) == (3000 + 200 - 25, 3000)
 
 
 async def test_a_build_overrun_by_writes_is_abandoned_and_nothing_is_lost(
@@ -177,13 +181,7 @@ async def test_closing_the_store_stops_a_running_build_and_keeps_every_point(
     assert await build is False
     assert leftovers(path) == []
 
-    reopened = EdgeStore(path)
-    await reopened.open(DIM)
-    try:
-        assert len(await everything(reopened)) == 3000
-        assert reopened.index_status().indexed_points == 0
-    finally:
-        await reopened.close()
+    assert await after_restart(path) == (3000, 0)
 
 
 async def test_a_store_builds_on_its_own_once_enough_points_are_unindexed(
@@ -246,13 +244,9 @@ async def test_an_interrupted_swap_is_undone_at_open(tmp_path: Path, half_done: 
     (tmp_path / "edge.trash").mkdir()
     (tmp_path / "edge.build").mkdir()
 
-    reopened = EdgeStore(path)
-    await reopened.open(DIM)
-    try:
-        assert len(await everything(reopened)) == 600
-        assert leftovers(path) == []
-    finally:
-        await reopened.close()
+    points, _ = await after_restart(path)
+    assert points == 600
+    assert leftovers(path) == []
 
 
 def test_the_build_process_fails_with_a_message_on_a_missing_shard(tmp_path: Path) -> None:
