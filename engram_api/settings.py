@@ -40,9 +40,10 @@ class StoreSettings(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0, le=300)
     # dense | sparse | hybrid (dense + BM25 fused with reciprocal rank fusion)
     search_mode: Literal["dense", "sparse", "hybrid"] = "hybrid"
-    # Embedded store only: score every candidate with full-precision vectors (recall 1.0, 1.3-2.5x
-    # slower at 100k) instead of a 1-bit pre-scan rescored with full vectors (recall ~0.99).
-    # Unset: exact for the hash embedder, whose mostly-zero vectors lose too much in one bit.
+    # Embedded store only: score every candidate with full-precision vectors (recall 1.0, no
+    # graph, several times slower at 100k) instead of int8 copies with the best candidates
+    # rescored exactly (0.98-0.997 of the exact top 5 at 100k). Unset: exact for the hash
+    # embedder, a test stand-in whose feature-hashed vectors are mostly zeros.
     exact_search: bool | None = None
     # Embedded store only: once this many points are not yet in the HNSW graph, `engram serve`
     # and `engram stdio` build it in a child process and swap it in (0: never). Below it a

@@ -3,13 +3,14 @@
 qdrant-edge is synchronous; every call goes through one worker thread, which keeps the event
 loop free and serialises access to the shard (its thread-safety is not documented).
 
-Points land in a plain segment, searched by scanning a 1-bit copy of every candidate vector
-(scored against an 8-bit query) and rescoring the best 4x limit (at least 80) with the full
-vectors, so the returned scores are exact cosines: 99.2% of the exact top 10 on 100k
-MiniLM-like vectors (bench/graph_recall.py). A filtered scan still costs ~0.2 us per candidate,
-so once `index_after` points are unindexed, a child process builds an HNSW graph on a copy of
-the shard and the store swaps it in (:mod:`.edge_index`); searches then walk the graph with the
-same rescoring.
+Points land in a plain segment, searched by scanning every candidate; segments an index build
+has written also hold int8 copies of the vectors (:mod:`.edge_config`). Candidates are scored
+with those and the best 4x the limit (at least 40) rescored with the full vectors, so returned
+scores are exact cosines. A filtered scan costs ~0.2 us per candidate, so once `index_after`
+points are unindexed, a child process builds an HNSW graph on a copy of the shard and the
+store swaps it in (:mod:`.edge_index`); searches then walk the graph: 0.997 of the exact top 5
+at 100k natural-language memories, 0.98 when the query matches nothing closely
+(bench/graph_recall.py).
 `exact=True` scans full-precision vectors instead and never builds a graph.
 """
 
@@ -65,17 +66,30 @@ T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
-# Overlap with the exact top 10 (candidates rescored with the full vectors): on LoCoMo's MiniLM
-# vectors 0.76 at 1x, 0.94 at 2x, 0.99 at 4x; at 100k MiniLM-like vectors, whose neighbourhoods
-# are denser, 0.964 at 4x and 0.992 at 8x (bench/graph_recall.py). Rescoring 80 costs about
-# what 40 does, but the graph walk widens with the candidates: hybrid's dense prefetch of 30 at
-# 8x (240) took 1.9 -> 3.5 ms at 100k. So at least 80 candidates, at least 4x the limit.
-OVERSAMPLING: Final = 4.0
-RESCORED_MIN: Final = 80
+# A graph walk keeps the best `hnsw_ef` candidates it has seen, and the best of those are
+# rescored with the full vectors. The walk's width is what recall needs in the hard case (top 5
+# at 100k narrow memories searched with LoCoMo's questions, 20% filter, 2x rescoring: 0.84 at
+# ef 32, 0.977 at 128, 0.983 at 160, 0.988 at 200; see edge_config). Rescoring matters where
+# many memories are near-duplicates of one another, since int8 scores cannot order near-ties:
+# clusters of 40 at cosine ~0.95 kept 0.63 of the exact top 10 with 2x, 0.97 with 4x, 0.99 with
+# 8x. Each rescored candidate reads a full vector from disk, so: 4x the limit, at least 40.
+HNSW_EF: Final = 160
+RESCORE_FACTOR: Final = 4.0
+RESCORED_MIN: Final = 40
 
 
-def oversampling(limit: int) -> float:
-    return max(OVERSAMPLING, RESCORED_MIN / max(1, limit))
+def dense_params(limit: int, *, exact: bool, full_vectors: bool = False) -> qe.SearchParams:
+    """`full_vectors`: walk the graph without the quantized copies (they are of an older kind)."""
+    if exact:
+        return qe.SearchParams(exact=True)
+    quantization = (
+        qe.QuantizationSearchParams(ignore=True)
+        if full_vectors
+        else qe.QuantizationSearchParams(
+            rescore=True, oversampling=max(RESCORE_FACTOR, RESCORED_MIN / max(1, limit))
+        )
+    )
+    return qe.SearchParams(hnsw_ef=max(HNSW_EF, 2 * limit), quantization=quantization)
 
 
 # Writes taken while a build runs are kept in memory to replay on the copy; past this many
@@ -142,6 +156,8 @@ class EdgeStore:
         self._journal: list[qe.UpdateOperation] | None = None
         self._journal_points = 0
         self._indexed = 0
+        # Indexed by an older release with other quantized copies; cleared by the next build.
+        self._stale_quantization = False
         self._unindexed = 0
         self._unindexed_at_copy = 0
         # Points written since the copy for the last build (not kept by an exact store).
@@ -211,6 +227,7 @@ class EdgeStore:
             self._shard = shard
             self._dimension = dimension or stored
             self._indexed = edge_index.read_indexed_points(self._path)
+            self._stale_quantization = edge_index.has_stale_quantization(self._path)
             self._unindexed = max(0, shard.info().points_count - self._indexed)
 
         await self._run(_open)
@@ -276,15 +293,7 @@ class EdgeStore:
     ) -> list[StoredPoint]:
         flt = edge_filter(match)
         fetch = prefetch_depth(limit) if mode == "hybrid" else limit
-        dense_params = (
-            qe.SearchParams(exact=True)
-            if self._exact
-            else qe.SearchParams(
-                quantization=qe.QuantizationSearchParams(
-                    rescore=True, oversampling=oversampling(fetch)
-                )
-            )
-        )
+        params = dense_params(fetch, exact=self._exact, full_vectors=self._stale_quantization)
         dense_q = (
             qe.Query.Nearest(np.asarray(dense, dtype=np.float32).tolist(), using=DENSE)
             if dense is not None
@@ -301,7 +310,7 @@ class EdgeStore:
             if dense_q is None:
                 raise StoreError("dense search needs a query vector")
             req = qe.QueryRequest(
-                limit=limit, query=dense_q, filter=flt, with_payload=True, params=dense_params
+                limit=limit, query=dense_q, filter=flt, with_payload=True, params=params
             )
         elif mode == "sparse":
             req = qe.QueryRequest(limit=limit, query=sparse_q, filter=flt, with_payload=True)
@@ -309,7 +318,7 @@ class EdgeStore:
             req = qe.QueryRequest(
                 limit=limit,
                 prefetches=[
-                    qe.Prefetch(limit=fetch, query=dense_q, filter=flt, params=dense_params),
+                    qe.Prefetch(limit=fetch, query=dense_q, filter=flt, params=params),
                     qe.Prefetch(limit=fetch, query=sparse_q, filter=flt),
                 ],
                 query=qe.Fusion.Rrf(k=RRF_K),  # type: ignore[arg-type]  # stub omits nested Rrf
@@ -562,6 +571,7 @@ class EdgeStore:
         shutil.rmtree(trash, ignore_errors=True)
         edge_index.write_indexed_points(path, points)
         self._indexed = points
+        self._stale_quantization = False
         return (time.perf_counter() - started) * 1000
 
 

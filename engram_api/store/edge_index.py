@@ -23,7 +23,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from .edge_config import load_shard
+from .edge_config import QUANTIZATION, load_shard
 
 BUILD = ".build"
 OLD = ".old"
@@ -48,18 +48,38 @@ def recover(path: Path) -> None:
 
 
 def read_indexed_points(path: Path) -> int:
-    """How many points the shard held when its index was last built (0: never)."""
+    """How many points the shard held when its index was last built (0: never).
+
+    An index built with other quantized copies than the current ones counts as none, so the
+    next build (which re-quantizes every segment) starts as soon as the store allows.
+    """
     try:
         state = json.loads(sibling(path, STATE).read_text(encoding="utf-8"))
+        if state.get("quantization") != QUANTIZATION:
+            return 0
         return max(0, int(state["indexed_points"]))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return 0
+
+
+def has_stale_quantization(path: Path) -> bool:
+    """Whether the shard's indexed segments hold quantized copies of another kind than today's.
+
+    Until the next build rewrites them, a search should walk the graph with the full vectors:
+    the current search parameters are tuned for the current copies.
+    """
+    try:
+        state = json.loads(sibling(path, STATE).read_text(encoding="utf-8"))
+        return bool(state.get("quantization") != QUANTIZATION and int(state["indexed_points"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
 
 
 def write_indexed_points(path: Path, points: int) -> None:
     target = sibling(path, STATE)
     tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps({"indexed_points": points}), encoding="utf-8")
+    state = {"indexed_points": points, "quantization": QUANTIZATION}
+    tmp.write_text(json.dumps(state), encoding="utf-8")
     tmp.replace(target)
 
 
