@@ -1,7 +1,7 @@
 """Engine benchmark: bulk insert, single add and filtered search, embedding time excluded.
 
-Runs the embedded store (qdrant-edge) as configured by default (1-bit pre-scan, exact
-rescoring) twice: as filled, when every point is scanned, and after the HNSW graph build that
+Runs the embedded store (qdrant-edge) as configured by default twice: as filled, when every
+point is scanned, and after the HNSW graph build (int8 codes, exact rescoring) that
 `engram serve` starts in the background, with searches running during the build to show what
 it costs them. Then the same store with `exact=True` (every candidate scored at full
 precision) and, as the baseline in the same run, qdrant-client's local mode through the same
@@ -188,7 +188,7 @@ async def main() -> None:
         )
         ratio = {k: (e[k] / g[k], x[k] / g[k]) for k in ("dense_p50", "hybrid_p50")}
         print(
-            f"N={n:,}: the 1-bit scan takes {ratio['dense_p50'][0]:.1f}x (dense) and "
+            f"N={n:,}: the plain scan takes {ratio['dense_p50'][0]:.1f}x (dense) and "
             f"{ratio['hybrid_p50'][0]:.1f}x (hybrid) the time of the graph search; the exact "
             f"scan {ratio['dense_p50'][1]:.1f}x and {ratio['hybrid_p50'][1]:.1f}x"
         )

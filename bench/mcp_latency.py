@@ -7,7 +7,12 @@ engine the server uses, interleaved one by one, so the ratio is the protocol's c
 JSON-RPC, auth, logging, metrics) and nothing else. Every query and add is embedded by the
 default local embedder (all-MiniLM-L6-v2 int8), like a real call.
 
+The memories are spliced from LoCoMo's turns and facts and the searches are LoCoMo's questions
+(bench/corpora.py); `--corpus narrow` uses word salads over 39 ops words instead (searched with
+word salads too), where every query word is in ~25 % of the memories: BM25's worst case.
+
     .venv/bin/python bench/mcp_latency.py                       # 10k and 100k memories
+    .venv/bin/python bench/mcp_latency.py --corpus narrow       # BM25's worst case
     .venv/bin/python bench/mcp_latency.py --sizes 10000 --queries 100 --adds 30
     .venv/bin/python bench/mcp_latency.py --corpus-vectors hash # fill faster (see --help)
     .venv/bin/python bench/mcp_latency.py --embed-threads 1     # busy or small machines
@@ -35,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-import numpy as np
 import uvicorn
+from corpora import questions, spliced, synth
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -50,61 +55,18 @@ from engram_api.settings import EngramSettings
 from engram_api.store.base import PointWrite
 from engram_api.store.edge import EdgeStore
 
-WORDS = [
-    "deploy",
-    "helm",
-    "chart",
-    "postgres",
-    "redis",
-    "cluster",
-    "staging",
-    "prod",
-    "user",
-    "prefers",
-    "dark",
-    "mode",
-    "tea",
-    "coffee",
-    "meeting",
-    "monday",
-    "release",
-    "branch",
-    "review",
-    "lint",
-    "test",
-    "flaky",
-    "timeout",
-    "retry",
-    "queue",
-    "backup",
-    "restore",
-    "kubernetes",
-    "node",
-    "pod",
-    "secret",
-    "rotate",
-    "vault",
-    "dashboard",
-    "metrics",
-    "alert",
-    "pager",
-    "oncall",
-    "runbook",
-]
 GROUPS = [f"group:team-{i}" for i in range(8)]
 SCOPES = ["global", *GROUPS, "dm"]
 GOAL_MS = 10.0
 
 
-def synth(n: int, seed: int) -> list[str]:
-    rng = np.random.default_rng(seed)
-    return [" ".join(rng.choice(WORDS, size=int(rng.integers(6, 16)))) + f" #{i}" for i in range(n)]
+CORPORA = {"locomo": (spliced, questions), "narrow": (synth, synth)}
 
 
-async def fill(settings: EngramSettings, n: int, corpus_vectors: str) -> float:
+async def fill(settings: EngramSettings, n: int, corpus: str, corpus_vectors: str) -> float:
     """Store n memories straight into the collection; returns seconds taken."""
     started = time.perf_counter()
-    texts = synth(n, seed=7)
+    texts = CORPORA[corpus][0](n, 7)
     bm25 = Bm25Encoder()
     hashing = HashingEmbedder(384)
     now = datetime.now(UTC)
@@ -190,8 +152,10 @@ def pct(samples: list[float], q: int) -> float:
     return statistics.quantiles(samples, n=100, method="inclusive")[q - 1]
 
 
-async def measure(url: str, service: MemoryService, queries: int, adds: int) -> dict[str, Any]:
-    qtexts = synth(queries + 20, seed=3)
+async def measure(
+    url: str, service: MemoryService, corpus: str, queries: int, adds: int
+) -> dict[str, Any]:
+    qtexts = CORPORA[corpus][1](queries + 20, 3)
     lat: dict[str, list[float]] = {k: [] for k in ("search_direct", "search_mcp")}
     lat |= {"add_direct": [], "add_mcp": []}
     async with (
@@ -229,6 +193,14 @@ async def measure(url: str, service: MemoryService, queries: int, adds: int) -> 
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument(
+        "--corpus",
+        choices=sorted(CORPORA),
+        default="locomo",
+        help="locomo: memories spliced from LoCoMo's turns and facts, queries are its "
+        "questions (realistic vocabulary); narrow: word salads over 39 words, so every query "
+        "word is in ~25%% of memories (the worst case for the BM25 half of hybrid search)",
+    )
     ap.add_argument("--queries", type=int, default=300, help="searches per path and size")
     ap.add_argument("--adds", type=int, default=50, help="adds per path and size")
     ap.add_argument(
@@ -260,10 +232,10 @@ async def main() -> None:
                     update={"threads": args.embed_threads}
                 )
                 settings.embeddings = settings.embeddings.model_copy(update={"primary": primary})
-            fill_s = await fill(settings, n, args.corpus_vectors)
+            fill_s = await fill(settings, n, args.corpus, args.corpus_vectors)
             print(f"filled {n:,} memories in {fill_s:.0f} s", file=sys.stderr, flush=True)
             async with running_server(settings) as srv:
-                lat = await measure(srv.url, srv.service, args.queries, args.adds)
+                lat = await measure(srv.url, srv.service, args.corpus, args.queries, args.adds)
         for op in ("search", "add"):
             d_, m = lat[f"{op}_direct"], lat[f"{op}_mcp"]
             print(
