@@ -42,7 +42,7 @@ class StoreSettings(BaseModel):
     search_mode: Literal["dense", "sparse", "hybrid"] = "hybrid"
     # Embedded store only: score every candidate with full-precision vectors (recall 1.0, no
     # graph, several times slower at 100k) instead of int8 copies with the best candidates
-    # rescored exactly (0.98-0.997 of the exact top 5 at 100k). Unset: exact for the hash
+    # rescored exactly (0.99-0.997 of the exact top 5 at 100k). Unset: exact for the hash
     # embedder, a test stand-in whose feature-hashed vectors are mostly zeros.
     exact_search: bool | None = None
     # Embedded store only: once this many points are not yet in the HNSW graph, `engram serve`

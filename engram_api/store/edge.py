@@ -9,7 +9,7 @@ with those and the best 4x the limit (at least 40) rescored with the full vector
 scores are exact cosines. A filtered scan costs ~0.2 us per candidate, so once `index_after`
 points are unindexed, a child process builds an HNSW graph on a copy of the shard and the
 store swaps it in (:mod:`.edge_index`); searches then walk the graph: 0.997 of the exact top 5
-at 100k natural-language memories, 0.98 when the query matches nothing closely
+at 100k natural-language memories, 0.99 when the query matches nothing closely
 (bench/graph_recall.py).
 `exact=True` scans full-precision vectors instead and never builds a graph.
 """

@@ -30,7 +30,7 @@ FULL_SCAN_THRESHOLD_KB: Final = 10_000
 # hardly shows (100k spliced from LoCoMo: 0.995 of the exact top 5 with 1 bit, 0.997 with int8),
 # but a question that matches nothing closely got lost in a graph walk steered by 1-bit scores:
 # 100k narrow ops-word memories searched with LoCoMo's questions kept 0.62 of the exact top 5
-# with 1 bit, 0.98 with int8 (bench/graph_recall.py --corpus narrow), for ~0.5 ms more per
+# with 1 bit, 0.99 with int8 (bench/graph_recall.py --corpus narrow), for 0.3-0.6 ms more per
 # search. The 0.99 quantile keeps a few outlying values from coarsening everyone's int8 steps.
 QUANTIZATION: Final = "int8"
 

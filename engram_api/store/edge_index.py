@@ -47,19 +47,24 @@ def recover(path: Path) -> None:
     shutil.rmtree(sibling(path, BUILD), ignore_errors=True)
 
 
+def _state(path: Path) -> tuple[int, str | None]:
+    """(points indexed by the last build, the kind of quantized copies it wrote)."""
+    try:
+        state = json.loads(sibling(path, STATE).read_text(encoding="utf-8"))
+        codes = state.get("quantization")
+        return max(0, int(state["indexed_points"])), codes if isinstance(codes, str) else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return 0, None
+
+
 def read_indexed_points(path: Path) -> int:
     """How many points the shard held when its index was last built (0: never).
 
     An index built with other quantized copies than the current ones counts as none, so the
     next build (which re-quantizes every segment) starts as soon as the store allows.
     """
-    try:
-        state = json.loads(sibling(path, STATE).read_text(encoding="utf-8"))
-        if state.get("quantization") != QUANTIZATION:
-            return 0
-        return max(0, int(state["indexed_points"]))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return 0
+    points, codes = _state(path)
+    return points if codes == QUANTIZATION else 0
 
 
 def has_stale_quantization(path: Path) -> bool:
@@ -68,11 +73,8 @@ def has_stale_quantization(path: Path) -> bool:
     Until the next build rewrites them, a search should walk the graph with the full vectors:
     the current search parameters are tuned for the current copies.
     """
-    try:
-        state = json.loads(sibling(path, STATE).read_text(encoding="utf-8"))
-        return bool(state.get("quantization") != QUANTIZATION and int(state["indexed_points"]))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return False
+    points, codes = _state(path)
+    return points > 0 and codes != QUANTIZATION
 
 
 def write_indexed_points(path: Path, points: int) -> None:
