@@ -226,8 +226,8 @@ class EdgeStore:
                 )
             self._shard = shard
             self._dimension = dimension or stored
-            self._indexed = edge_index.read_indexed_points(self._path)
-            self._stale_quantization = edge_index.has_stale_quantization(self._path)
+            state = edge_index.read_state(self._path)
+            self._indexed, self._stale_quantization = state.indexed_points, state.stale_codes
             self._unindexed = max(0, shard.info().points_count - self._indexed)
 
         await self._run(_open)

@@ -22,6 +22,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 from .edge_config import QUANTIZATION, load_shard
 
@@ -47,34 +48,29 @@ def recover(path: Path) -> None:
     shutil.rmtree(sibling(path, BUILD), ignore_errors=True)
 
 
-def _state(path: Path) -> tuple[int, str | None]:
-    """(points indexed by the last build, the kind of quantized copies it wrote)."""
+class IndexState(NamedTuple):
+    # Points the last build indexed with today's quantized copies (0: none, or other copies).
+    indexed_points: int
+    # The indexed segments hold another kind of copies (an earlier release's).
+    stale_codes: bool
+
+
+def read_state(path: Path) -> IndexState:
+    """What the last index build left.
+
+    An index built with other quantized copies than today's counts as none, so the next build
+    (which re-quantizes every segment) starts as soon as the store allows; until then a search
+    should walk the graph with the full vectors, since its parameters suit today's copies.
+    """
     try:
         state = json.loads(sibling(path, STATE).read_text(encoding="utf-8"))
+        points = max(0, int(state["indexed_points"]))
         codes = state.get("quantization")
-        return max(0, int(state["indexed_points"])), codes if isinstance(codes, str) else None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return 0, None
-
-
-def read_indexed_points(path: Path) -> int:
-    """How many points the shard held when its index was last built (0: never).
-
-    An index built with other quantized copies than the current ones counts as none, so the
-    next build (which re-quantizes every segment) starts as soon as the store allows.
-    """
-    points, codes = _state(path)
-    return points if codes == QUANTIZATION else 0
-
-
-def has_stale_quantization(path: Path) -> bool:
-    """Whether the shard's indexed segments hold quantized copies of another kind than today's.
-
-    Until the next build rewrites them, a search should walk the graph with the full vectors:
-    the current search parameters are tuned for the current copies.
-    """
-    points, codes = _state(path)
-    return points > 0 and codes != QUANTIZATION
+        return IndexState(0, stale_codes=False)
+    if codes != QUANTIZATION:
+        return IndexState(0, stale_codes=points > 0)
+    return IndexState(points, stale_codes=False)
 
 
 def write_indexed_points(path: Path, points: int) -> None:
