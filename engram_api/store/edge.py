@@ -569,7 +569,7 @@ class EdgeStore:
         self._unindexed_at_copy = 0
         old.rename(trash)
         shutil.rmtree(trash, ignore_errors=True)
-        edge_index.write_indexed_points(path, points)
+        edge_index.write_state(path, points)
         self._indexed = points
         self._stale_quantization = False
         return (time.perf_counter() - started) * 1000

@@ -73,7 +73,7 @@ def read_state(path: Path) -> IndexState:
     return IndexState(points, stale_codes=False)
 
 
-def write_indexed_points(path: Path, points: int) -> None:
+def write_state(path: Path, points: int) -> None:
     target = sibling(path, STATE)
     tmp = target.with_name(target.name + ".tmp")
     state = {"indexed_points": points, "quantization": QUANTIZATION}
