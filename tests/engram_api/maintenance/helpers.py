@@ -74,8 +74,16 @@ async def snapshot(engine: Engine) -> Snapshot:
 
 
 def assert_same_memories(got: Snapshot, expected: Snapshot) -> None:
-    """Equal payloads, and vectors equal up to float32 rounding: stores re-normalise cosine
-    vectors on upsert, which may move the last bit."""
+    """Equal payloads, and vectors equal up to float32 rounding.
+
+    Exact vector equality is not a property of the stores: qdrant-client's local mode
+    normalises the stored vectors *in place* on every cosine search
+    (``qdrant_client/local/distances.py``, 1.19-1.20), which its authors call a no-op because
+    they are unit vectors already. Whether re-normalising a unit float32 vector is a no-op
+    depends on the BLAS kernel computing the norm: with OpenBLAS's SkylakeX kernel it is, with
+    its Haswell, Zen or Sandybridge kernels (``OPENBLAS_CORETYPE``, or a CPU without AVX-512)
+    it moves the last bit (3e-8), so any run that searches makes an exact comparison fail.
+    """
     assert sorted(got) == sorted(expected)
     for mid, (p, vec) in expected.items():
         assert got[mid][0] == p, mid

@@ -8,7 +8,15 @@ import pytest
 
 from engram_api.maintenance.runner import run_maintenance
 from engram_api.runtime import Engine
-from tests.engram_api.maintenance.helpers import FakeChat, active, add, days_ago, payload, snapshot
+from tests.engram_api.maintenance.helpers import (
+    FakeChat,
+    active,
+    add,
+    assert_same_memories,
+    days_ago,
+    payload,
+    snapshot,
+)
 
 DARK = "The user prefers dark mode in every editor"
 LIGHT = "The user prefers light mode in every editor"
@@ -130,6 +138,6 @@ async def test_an_unusable_or_unsure_answer_changes_nothing(
     await add(engine, LIGHT, mem_type="preference", created_at=days_ago(3))
     before = await snapshot(engine)
     report = await run_maintenance(engine, "weekly", llm=chat.llm())
-    assert await snapshot(engine) == before
+    assert_same_memories(await snapshot(engine), before)
     assert report.summary().conflicts == 0
     assert len(chat.prompts["conflicts"]) == 1

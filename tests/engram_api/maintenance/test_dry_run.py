@@ -5,7 +5,13 @@ from __future__ import annotations
 from engram_api.maintenance.report import latest_reports
 from engram_api.maintenance.runner import run_maintenance
 from engram_api.runtime import Engine
-from tests.engram_api.maintenance.helpers import FakeChat, add, days_ago, snapshot
+from tests.engram_api.maintenance.helpers import (
+    FakeChat,
+    add,
+    assert_same_memories,
+    days_ago,
+    snapshot,
+)
 
 
 async def test_a_dry_run_changes_nothing_and_reports_what_a_real_run_then_does(
@@ -25,7 +31,7 @@ async def test_a_dry_run_changes_nothing_and_reports_what_a_real_run_then_does(
 
     dry = await run_maintenance(engine, "weekly", dry_run=True, llm=chat.llm())
 
-    assert await snapshot(engine) == before
+    assert_same_memories(await snapshot(engine), before)
     assert dry.dry_run
     assert dry.summary().dry_run
     # No LLM call is made in a dry run: it costs tokens and could not be undone anyway.
