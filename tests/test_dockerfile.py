@@ -256,7 +256,7 @@ def test_the_image_installs_the_package_with_extras_that_exist(
     instructions: list[Instruction], pyproject: dict[str, Any]
 ) -> None:
     runs = " ".join(i.args for i in instructions if i.keyword == "RUN")
-    match = re.search(r'pip install "\.\[([a-z0-9,_-]+)\]"', runs)
+    match = re.search(r'pip install [^"]*"\.\[([a-z0-9,_-]+)\]"', runs)
     assert match, "the build must `pip install` the project itself"
     extras = set(match.group(1).split(","))
     assert "operator" in extras, "the operator runs from the same image"
@@ -345,3 +345,24 @@ def test_console_scripts_point_at_modules_that_exist(pyproject: dict[str, Any]) 
 def test_chart_app_version_is_the_package_version(pyproject: dict[str, Any]) -> None:
     chart = yaml.safe_load((REPO / "charts" / "engram" / "Chart.yaml").read_text(encoding="utf-8"))
     assert chart["appVersion"] == pyproject["project"]["version"]
+
+
+def test_the_image_installs_only_from_the_hash_pinned_lock_make_writes(
+    instructions: list[Instruction],
+) -> None:
+    runs = [i.args for i in instructions if i.keyword == "RUN" and "pip install" in i.args]
+    commands = [c.strip() for r in runs for c in r.split("&&") if "pip install" in c]
+    for command in commands:
+        # Either a lock with hashes, or the project itself with its dependencies left to the lock.
+        assert "--require-hashes" in command or (
+            "--no-deps" in command and "--no-build-isolation" in command
+        ), command
+    assert any("-r requirements/image.txt" in c for c in commands)
+    assert any("-r requirements/build.txt" in c for c in commands)
+    makefile = (REPO / "Makefile").read_text()
+    extras = re.search(r"^IMAGE_EXTRAS := (.+)$", makefile, re.M)
+    assert extras, "the Makefile names the extras the image lock is compiled with"
+    locked = set(re.findall(r"--extra (\S+)", extras.group(1)))
+    project = re.search(r'pip install [^"]*"\.\[([a-z0-9,_-]+)\]"', " ".join(commands))
+    assert project
+    assert set(project.group(1).split(",")) == locked

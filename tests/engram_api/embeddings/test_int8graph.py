@@ -130,3 +130,20 @@ def test_int8_compute_is_chosen_only_on_cpus_with_vnni(
 def test_a_rewrite_that_gives_other_bytes_is_a_config_error_naming_the_way_out() -> None:
     with pytest.raises(EmbeddingConfigError, match=r"embeddings\.primary\.compute to fp32"):
         check_int8_graph(b"not the pinned graph")
+
+
+def test_auto_compute_falls_back_to_fp32_with_a_log_line_when_the_rewrite_is_not_pinned(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # What another onnx or protobuf serialiser would do: the rewrite's bytes differ from the pin.
+    monkeypatch.setattr("engram_api.embeddings.local.INT8_GRAPH_SHA256", "0" * 64)
+    monkeypatch.setattr("engram_api.embeddings.local.cpu_has_vnni", lambda: True)
+    with caplog.at_level("WARNING", logger="engram_api.embeddings.local"):
+        auto = LocalEmbedder.load(compute="auto")
+    try:
+        assert auto.compute == "fp32"
+        assert "computing in fp32 instead" in caplog.text
+    finally:
+        auto.close()
+    with pytest.raises(EmbeddingConfigError, match="int8 rewrite gave sha256"):
+        LocalEmbedder.load(compute="int8")
