@@ -169,7 +169,12 @@ async def open_engine(
             search_mode=settings.store.search_mode,
         )
         stack.push_async_callback(service.aclose)
-        queue = DurableQueue(settings.data_dir / "queue.sqlite3")
+        queue = DurableQueue(
+            settings.data_dir / "queue.sqlite3",
+            max_age_s=settings.queue.max_age_s,
+            base_delay_s=settings.queue.base_delay_s,
+            max_delay_s=settings.queue.max_delay_s,
+        )
         stack.push_async_callback(queue.aclose)
         queue.bind(lambda body: queued_body_to_write(service, body), service.write)
         service.queue = queue

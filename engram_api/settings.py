@@ -60,6 +60,19 @@ class LimitSettings(BaseModel):
     page_limit_max: int = Field(default=200, ge=1, le=1000)
 
 
+class QueueSettings(BaseModel):
+    """The durable write queue's retry policy (by time: attempts are never counted to death)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # An entry not stored within this long moves to dead letters; nothing else but a permanent
+    # refusal does.
+    max_age_s: float = Field(default=24 * 3600.0, gt=0, le=30 * 24 * 3600.0)
+    # Backoff of the head entry after a failed replay: doubling from base to max, jittered.
+    base_delay_s: float = Field(default=0.5, gt=0, le=60)
+    max_delay_s: float = Field(default=60.0, gt=0, le=3600)
+
+
 class GuardSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -115,6 +128,7 @@ class EngramSettings(BaseSettings):
     store: StoreSettings = Field(default_factory=StoreSettings)
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    queue: QueueSettings = Field(default_factory=QueueSettings)
     guards: GuardSettings = Field(default_factory=GuardSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     kubernetes_auth: KubernetesAuthSettings = Field(default_factory=KubernetesAuthSettings)

@@ -3,9 +3,13 @@
 An entry is acknowledged (``queued: true``) only after SQLite (WAL, ``synchronous=FULL``) has
 committed it to disk. Replay runs in arrival order, stores through the same idempotent write
 path (point id from write_id), and deletes an entry only after the store confirmed it, so a
-kill -9 at any moment leads to at most a repeated, harmless write on restart. Entries that
-fail for a reason retrying cannot fix go to a dead-letter table, visible in status and
-retryable from the CLI.
+kill -9 at any moment leads to at most a repeated, harmless write on restart.
+
+Retries are by time, not by count: a failed replay of the head entry sets its
+``next_attempt_at`` with exponential backoff, and nothing (a new write, a kick) tries it again
+before then, so an outage of any length costs each entry one attempt per backoff step. Only two
+things dead-letter an entry: a permanent refusal (the engine rejects it as it stands) or an age
+past ``max_age_s`` (default 24 h) — never a number of attempts.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ CREATE TABLE IF NOT EXISTS pending (
     body TEXT NOT NULL,
     enqueued_at REAL NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
-    last_error TEXT NOT NULL DEFAULT ''
+    last_error TEXT NOT NULL DEFAULT '',
+    next_attempt_at REAL NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS dead (
     write_id TEXT PRIMARY KEY,
@@ -59,6 +64,7 @@ class QueueEntry:
     body: dict[str, Any]
     enqueued_at: float
     attempts: int
+    next_attempt_at: float = 0.0
 
 
 Prepare = Callable[[dict[str, Any]], PreparedWrite]
@@ -70,19 +76,26 @@ class DurableQueue:
         self,
         path: Path,
         *,
-        max_attempts: int = 100,
+        max_age_s: float = 24 * 3600.0,
         base_delay_s: float = 0.5,
         max_delay_s: float = 60.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = path
-        self.max_attempts = max_attempts
+        self.max_age_s = max_age_s
         self.base_delay_s = base_delay_s
         self.max_delay_s = max_delay_s
+        self._clock = clock
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(pending)").fetchall()}
+        if "next_attempt_at" not in columns:  # a queue written by an earlier release
+            self._db.execute(
+                "ALTER TABLE pending ADD COLUMN next_attempt_at REAL NOT NULL DEFAULT 0"
+            )
         self._lock = threading.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -115,7 +128,7 @@ class DurableQueue:
                 (
                     "INSERT OR IGNORE INTO pending (write_id, body, enqueued_at, last_error) "
                     "VALUES (?, ?, ?, ?)",
-                    (write.write_id, body, time.time(), reason[:500]),
+                    (write.write_id, body, self._clock(), reason[:500]),
                 )
             ],
         )
@@ -124,10 +137,11 @@ class DurableQueue:
 
     def entries(self, limit: int = 1000) -> list[QueueEntry]:
         rows = self._exec(
-            "SELECT seq, write_id, body, enqueued_at, attempts FROM pending ORDER BY seq LIMIT ?",
+            "SELECT seq, write_id, body, enqueued_at, attempts, next_attempt_at FROM pending "
+            "ORDER BY seq LIMIT ?",
             (limit,),
         )
-        return [QueueEntry(r[0], r[1], json.loads(r[2]), r[3], r[4]) for r in rows]
+        return [QueueEntry(r[0], r[1], json.loads(r[2]), r[3], r[4], r[5]) for r in rows]
 
     def dead_letters(self) -> list[dict[str, Any]]:
         rows = self._exec(
@@ -170,11 +184,20 @@ class DurableQueue:
     async def stats(self) -> dict[str, Any]:
         depth, oldest = self._exec("SELECT COUNT(*), MIN(enqueued_at) FROM pending")[0]
         dead = self._exec("SELECT COUNT(*) FROM dead")[0][0]
+        head = self.entries(1)
+        now = self._clock()
         return {
             "depth": depth,
-            "oldest_age_s": round(time.time() - oldest, 1) if oldest else 0.0,
+            "oldest_age_s": round(now - oldest, 1) if oldest else 0.0,
+            # Replay is in order, so the head's retry time is the queue's.
+            "next_retry_in_s": round(max(0.0, head[0].next_attempt_at - now), 1) if head else 0.0,
             "dead_letters": dead,
         }
+
+    def backoff_s(self, attempts: int) -> float:
+        """How long the head entry waits after its ``attempts``-th failed try (jittered)."""
+        delay = min(self.max_delay_s, self.base_delay_s * 2.0 ** max(0, attempts - 1))
+        return delay * random.uniform(0.8, 1.2)
 
     # ------------------------------------------------------------- replay
     def bind(self, prepare: Prepare, write: Write) -> None:
@@ -185,13 +208,27 @@ class DurableQueue:
     def kick(self) -> None:
         self._wake.set()
 
-    async def replay_once(self, *, batch: int = 100) -> tuple[int, bool]:
-        """Replay pending entries in order; returns (stored, blocked_by_outage)."""
+    async def replay_once(self, *, batch: int = 100, force: bool = False) -> tuple[int, bool]:
+        """Replay pending entries in order; returns (stored, blocked_by_outage).
+
+        An entry whose retry is not due yet blocks the replay without an attempt (later entries
+        never overtake it); ``force`` (an operator's ``engram queue replay``) tries it now.
+        """
         if self._prepare is None or self._write is None:
             raise RuntimeError("queue is not bound to a service")
         stored = 0
         async with self._replay_lock:
             for entry in self.entries(batch):
+                now = self._clock()
+                if now - entry.enqueued_at > self.max_age_s:
+                    await asyncio.to_thread(
+                        self._to_dead,
+                        entry,
+                        f"expired: not stored within queue.max_age_s={self.max_age_s:g} s",
+                    )
+                    continue
+                if not force and entry.next_attempt_at > now:
+                    return stored, True
                 try:
                     prepared = self._prepare(entry.body)
                 except EngramError as exc:
@@ -200,18 +237,22 @@ class DurableQueue:
                 try:
                     await self._write(prepared)
                 except (StoreError, EmbeddingError) as exc:
-                    attempts = entry.attempts + 1
-                    if attempts >= self.max_attempts:
-                        await asyncio.to_thread(
-                            self._to_dead, entry, f"gave up after {attempts} attempts: {exc}"
-                        )
+                    if isinstance(exc, EmbeddingError) and not exc.retryable:
+                        await asyncio.to_thread(self._to_dead, entry, f"rejected: {exc}")
                         continue
+                    attempts = entry.attempts + 1
                     await asyncio.to_thread(
                         self._tx,
                         [
                             (
-                                "UPDATE pending SET attempts = ?, last_error = ? WHERE seq = ?",
-                                (attempts, str(exc)[:500], entry.seq),
+                                "UPDATE pending SET attempts = ?, last_error = ?, "
+                                "next_attempt_at = ? WHERE seq = ?",
+                                (
+                                    attempts,
+                                    str(exc)[:500],
+                                    self._clock() + self.backoff_s(attempts),
+                                    entry.seq,
+                                ),
                             )
                         ],
                     )
@@ -239,7 +280,7 @@ class DurableQueue:
                         reason[:1000],
                         entry.attempts,
                         entry.enqueued_at,
-                        time.time(),
+                        self._clock(),
                     ),
                 ),
                 ("DELETE FROM pending WHERE seq = ?", (entry.seq,)),
@@ -247,42 +288,43 @@ class DurableQueue:
         )
 
     async def drain(self) -> int:
-        """Replay until the queue is empty or an outage blocks it; returns how many were stored."""
+        """Replay now (due or not) until empty or an outage blocks it; returns how many stored."""
         total = 0
         while self.entries(1):
-            stored, blocked = await self.replay_once()
+            stored, blocked = await self.replay_once(force=True)
             total += stored
             if blocked:
                 break
         return total
+
+    def _wait_s(self) -> float:
+        """Until the head entry is due: nothing to do before then, whatever wakes the loop."""
+        head = self.entries(1)
+        if not head:
+            return self.max_delay_s
+        return min(self.max_delay_s, max(0.0, head[0].next_attempt_at - self._clock()))
 
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
-        delay = self.base_delay_s
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=delay)
+                await asyncio.wait_for(self._wake.wait(), timeout=self._wait_s())
             # On Python 3.11, wait_for swallows a cancel that lands as the wake-up completes
             # (a write's kick just before shutdown), so shutdown is also a flag.
             if self._stopping:
                 return
             self._wake.clear()
             if not self.entries(1):
-                delay = self.max_delay_s
                 continue
             try:
-                _, blocked = await self.replay_once()
+                # Not forced: a kick from a new write while the head backs off tries nothing.
+                await self.replay_once()
             except Exception:
                 log.exception("queue replay failed")
-                blocked = True
-            if blocked:
-                delay = min(self.max_delay_s, max(self.base_delay_s, delay * 2))
-                delay *= random.uniform(0.8, 1.2)
-            else:
-                delay = self.base_delay_s
+                await asyncio.sleep(self.base_delay_s)
 
     async def aclose(self) -> None:
         self._stopping = True

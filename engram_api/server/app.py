@@ -170,11 +170,14 @@ def create_app(settings: EngramSettings, *, default_agent: str = "main") -> Fast
     @app.get("/readyz")
     async def readyz() -> JSONResponse:
         ready, body = await readiness(state.engine, state.probe, state.watcher)
+        metrics.observe_degraded(body["degraded"])
         return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics")
     async def prometheus() -> Response:
         if state.engine is not None:
+            _, body = await readiness(state.engine, state.probe, state.watcher)
+            metrics.observe_degraded(body["degraded"])
             await metrics.refresh(state.engine.store, state.engine.queue)
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 

@@ -95,6 +95,13 @@ class Metrics:
         self.queue_oldest = Gauge(
             "engram_queue_oldest_age_seconds", "Age of the oldest queued write.", registry=r
         )
+        self.degraded = Gauge(
+            "engram_degraded",
+            "1 while a part is down and Engram serves around it (store: writes queue and search "
+            "says degraded; embedder: writes queue and search is lexical).",
+            ["part"],
+            registry=r,
+        )
         self.unindexed_points = Gauge(
             "engram_store_unindexed_points",
             "Points the embedded store has not yet put in its HNSW graph (searched by a scan).",
@@ -178,6 +185,10 @@ class Metrics:
                 self.memories_by_scope.labels(scope=OTHER_SCOPES, state=state).set(rest)
             for mem_type, n in types.items():
                 self.memories_by_type.labels(mem_type=mem_type, state=state).set(n)
+
+    def observe_degraded(self, degraded: list[str]) -> None:
+        for part in ("store", "embedder"):
+            self.degraded.labels(part=part).set(int(part in degraded))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

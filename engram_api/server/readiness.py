@@ -1,4 +1,10 @@
-"""/readyz: the store answers, the embedder answers, a permission config is active.
+"""/readyz: Engram can accept work. The store and the embedder are reported, not required.
+
+Ready means a request sent now is served: the engine is started, a permission config is
+active, and the durable queue can take writes. With the store down, adds queue and search says
+``degraded``; with every embedder down, adds queue and search is lexical. Neither is a reason
+to leave the Service: a replica that drops out during a Qdrant restart cannot queue the writes
+the queue exists for. The degraded parts are named in the body and in ``engram_degraded``.
 
 The embedder is probed with a short text at most once per ``readiness_probe_ttl_s`` (remote
 providers bill per call); in between, an open circuit breaker on every provider counts as down
@@ -8,6 +14,7 @@ straight away.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import Callable
 from typing import Any, Final
@@ -71,7 +78,7 @@ async def readiness(
     engine: Engine | None, probe: EmbedderProbe | None, watcher: PermissionWatcher | None
 ) -> tuple[bool, dict[str, Any]]:
     if engine is None or probe is None or watcher is None:
-        return False, {"ready": False, "reason": "starting"}
+        return False, {"ready": False, "reason": "starting", "degraded": []}
     store_ok = await engine.store.healthy()
     embedder = await probe.check()
     perms = watcher.status
@@ -84,11 +91,25 @@ async def readiness(
             "digest": perms.digest,
             "applied_at": perms.applied_at,
         },
-        "queue": await engine.queue.stats(),
     }
     if perms.last_error:
         # The last good config still serves; the bad version is reported, not fatal.
         body["permissions"]["rejected_update"] = perms.last_error
-    ready = store_ok and bool(embedder.get("ready"))
+    try:
+        body["queue"] = await engine.queue.stats()
+        queue_ok = True
+    except sqlite3.Error as exc:
+        # No queue, no place for writes while a part is down: the one thing that is fatal.
+        body["queue"] = {"ready": False, "reason": f"durable queue unusable: {exc}"}
+        queue_ok = False
+    degraded = [
+        part
+        for part, ok in (("store", store_ok), ("embedder", bool(embedder.get("ready"))))
+        if not ok
+    ]
+    body["degraded"] = degraded
+    ready = queue_ok
     body["ready"] = ready
+    if not ready:
+        body["reason"] = body["queue"]["reason"]
     return ready, body

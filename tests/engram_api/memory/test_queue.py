@@ -9,11 +9,12 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
 
+from engram_api.embeddings.base import EmbeddingError, Vector
 from engram_api.embeddings.hashing import HashingEmbedder
 from engram_api.memory.guards import SecretGuard
 from engram_api.memory.policy import PolicyEngine
@@ -31,6 +32,8 @@ from engram_contract.permissions import (
     builtin_permission_config,
 )
 from tests.engram_api.memory.test_service import DownEmbedder
+from tests.engram_api.server.harness import wait_until
+from tests.fakes.clock import FakeClock
 
 
 def wire(store: MemoryStore, queue: DurableQueue, **kw: object) -> MemoryService:
@@ -131,17 +134,82 @@ async def test_an_entry_that_can_never_succeed_goes_to_dead_letters_and_can_be_r
     assert await store.count(Match()) == 1
 
 
-async def test_an_entry_failing_too_often_is_dead_lettered_after_bounded_retries(
+async def test_a_failing_entry_is_tried_again_only_when_its_backoff_is_due(
     tmp_path: Path,
 ) -> None:
-    q = DurableQueue(tmp_path / "q.sqlite3", max_attempts=3)
+    clock = FakeClock()
+    q = DurableQueue(tmp_path / "q.sqlite3", base_delay_s=1.0, max_delay_s=8.0, clock=clock)
     store = EdgeStore(tmp_path / "edge")  # never opened: always down
     svc = wire(store, q)
-    await svc.add(agent="main", content="doomed", scope="global")
-    for _ in range(3):
+    await svc.add(agent="main", content="first while down", scope="global")
+    assert (await q.replay_once()) == (0, True)
+    [head] = q.entries()
+    assert head.attempts == 1
+    # More writes and replays before the backoff is over try nothing and count nothing.
+    for i in range(50):
+        await svc.add(agent="main", content=f"more while down {i}", scope="global")
         await q.replay_once()
+    assert [e.attempts for e in q.entries(3)] == [1, 0, 0]
+    assert (await q.stats())["next_retry_in_s"] > 0
+    clock.advance(1.3)
+    await q.replay_once()
+    assert q.entries(1)[0].attempts == 2
+    assert not q.dead_letters()
+    await q.aclose()
+
+
+async def test_an_outage_dead_letters_nothing_until_the_entry_outlives_max_age(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    q = DurableQueue(tmp_path / "q.sqlite3", max_age_s=3600, max_delay_s=60, clock=clock)
+    store = EdgeStore(tmp_path / "edge")  # never opened: always down
+    svc = wire(store, q)
+    await svc.add(agent="main", content="written during a long outage", scope="global")
+    for _ in range(200):  # far more tries than the old 100-attempt limit
+        clock.advance(61)
+        await q.replay_once()
+        if clock.now - 1000.0 > 3500:
+            break
+    assert not q.dead_letters()
+    assert q.entries(1)[0].attempts > 30
+    clock.advance(200)
+    await q.replay_once()
+    [dead] = q.dead_letters()
+    assert "expired" in dead["reason"]
+    assert "queue.max_age_s=3600" in dead["reason"]
     assert (await q.stats())["depth"] == 0
-    assert "gave up after 3 attempts" in q.dead_letters()[0]["reason"]
+    await q.aclose()
+
+
+class SwitchableEmbedder(HashingEmbedder):
+    """The hashing embedder behind a switch: an outage the test turns on and off."""
+
+    down = False
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
+        if self.down:
+            raise EmbeddingError("provider timed out")
+        return await super().embed_documents(texts)
+
+
+async def test_a_short_embedder_outage_during_many_writes_loses_and_dead_letters_nothing(
+    tmp_path: Path, store: MemoryStore
+) -> None:
+    q = DurableQueue(tmp_path / "q.sqlite3", base_delay_s=0.05, max_delay_s=0.5)
+    embedder = SwitchableEmbedder(384)
+    svc = wire(store, q, embedder=embedder)
+    q.start()
+    acks = []
+    for i in range(300):
+        # The outage covers writes 100-199; every write kicks the replay loop.
+        embedder.down = 100 <= i < 200
+        acks.append(await svc.add(agent="main", content=f"event {i} of the deploy", scope="global"))
+    embedder.down = False
+    assert sum(1 for a in acks if a.get("queued")) == 100
+    await wait_until(lambda: not q.entries(1), within=60)
+    assert not q.dead_letters()
+    assert await store.count(Match()) == 300
     await q.aclose()
 
 

@@ -15,7 +15,7 @@ from pydantic import SecretStr
 from engram_api.embeddings.config import EmbeddingSettings, ProviderSettings
 from engram_api.resilience import ResilienceSettings
 from engram_api.server.logs import JsonFormatter
-from engram_api.settings import EngramSettings
+from engram_api.settings import EngramSettings, StoreSettings
 from tests.engram_api.server.harness import RunningServer, call, call_error, serve
 
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
@@ -60,7 +60,7 @@ def _down_embedder() -> EmbeddingSettings:
     )
 
 
-async def test_a_down_embedder_queues_writes_degrades_search_and_fails_readiness(
+async def test_a_down_embedder_queues_writes_degrades_search_and_stays_ready_saying_so(
     make_settings: Callable[..., EngramSettings],
 ) -> None:
     settings = make_settings(embeddings=_down_embedder())
@@ -77,10 +77,40 @@ async def test_a_down_embedder_queues_writes_degrades_search_and_fails_readiness
     assert found["degraded"] is True
     assert "lexical results only" in found["reason"]
     assert status["queue"]["depth"] == 1
-    assert ready.status_code == 503
+    # Ready means "can accept work": the write above was accepted (queued), so the replica
+    # stays in the Service and names what is degraded.
+    assert ready.status_code == 200
     assert ready.json()["embedder"]["ready"] is False
+    assert ready.json()["degraded"] == ["embedder"]
+    assert 'engram_degraded{part="embedder"} 1.0' in metrics
+    assert 'engram_degraded{part="store"} 0.0' in metrics
     assert "engram_queue_depth 1.0" in metrics
     assert 'engram_tool_calls_total{outcome="queued",tool="mem0_add"} 1.0' in metrics
+
+
+async def test_a_down_qdrant_server_keeps_the_replica_ready_and_queues_writes(
+    make_settings: Callable[..., EngramSettings],
+) -> None:
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    closed.close()  # nothing listens there: a Qdrant restart, seen from the MCP service
+    settings = make_settings().model_copy(
+        update={"store": StoreSettings(mode="server", url=url, timeout_s=1)}
+    )
+    async with serve(settings) as running:
+        async with running.client() as client:
+            queued = await call(
+                client, "mem0_add", content="Written while Qdrant restarts", scope="global"
+            )
+        async with httpx.AsyncClient(base_url=running.base_url) as http:
+            ready = await http.get("/readyz")
+            metrics = (await http.get("/metrics")).text
+    assert queued["queued"] is True
+    assert ready.status_code == 200
+    assert ready.json()["degraded"] == ["store"]
+    assert ready.json()["store"]["ready"] is False
+    assert 'engram_degraded{part="store"} 1.0' in metrics
 
 
 async def test_metrics_count_calls_errors_latency_and_memories(
