@@ -3,9 +3,9 @@
 Every value is drawn from a seeded RNG (or is a vendor's own documented example value), so the
 file is the same on every run and holds no real credential. Run from the repository root:
 
-    .venv/bin/python tests/corpora/secrets/generate.py
+    .venv/bin/python tests/corpora/secrets/generate.py [OUT_DIR]
 
-A test checks that the committed file is what this script writes.
+A test checks that the committed files are what this script writes.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import base64
 import json
 import random
 import string
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -718,12 +719,13 @@ def benign() -> list[str]:
 
 
 def main() -> None:
-    (HERE / "benign_generated.txt").write_text("\n".join(benign()) + "\n", encoding="utf-8")
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE
+    (out / "benign_generated.txt").write_text("\n".join(benign()) + "\n", encoding="utf-8")
     rows = leaks()
-    with (HERE / "leaks.jsonl").open("w", encoding="utf-8") as fh:
+    with (out / "leaks.jsonl").open("w", encoding="utf-8") as fh:
         for row in rows:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    print(f"{len(rows)} leaks in {len(KINDS)} kinds -> {HERE / 'leaks.jsonl'}")
+    print(f"{len(rows)} leaks in {len(KINDS)} kinds -> {out / 'leaks.jsonl'}")
 
 
 if __name__ == "__main__":
