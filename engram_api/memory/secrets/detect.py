@@ -36,7 +36,7 @@ class RuleError(ValueError):
 
 
 def kind_of(rule_id: str, rule_names: dict[str, str]) -> str:
-    """A short name for a rule: ``engram.stripe-key`` -> its name, ``betterleaks.x-y`` -> ``x y``."""
+    """A short name for a rule: ours by their name, others from the id (``x.y-z`` -> ``y z``)."""
     if rule_id in rule_names:
         return rule_names[rule_id]
     tail = rule_id.split(".", 1)[-1].rsplit("/", 1)[-1]
@@ -60,8 +60,13 @@ def _ours(extra: tuple[str, ...]) -> tuple[Scanner, dict[str, str]]:
             rid = f"engram.configured-{i + 1}"
             names[rid] = f"configured pattern #{i + 1}"
             doc["rules"].append(
-                {"name": names[rid], "id": rid, "pattern": f"(?i)({rx})", "min_entropy": 0,
-                 "confidence": "medium"}
+                {
+                    "name": names[rid],
+                    "id": rid,
+                    "pattern": f"(?i)({rx})",
+                    "min_entropy": 0,
+                    "confidence": "medium",
+                }
             )
         extra_path = Path(tmp.name) / "configured.yaml"
         extra_path.write_text(yaml.safe_dump(doc))

@@ -13,6 +13,7 @@ most ``_WINDOW`` characters after it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -27,9 +28,30 @@ _TAIL: Final = re.compile(
     r"|(?P<secret>secrets?)|(?P<credential>credentials?))(?![A-Za-z0-9])"
 )
 _PREFIX_WORDS: Final = (
-    "api", "access", "account", "auth", "client", "private", "secret", "signing", "master",
-    "app", "encryption", "license", "service", "webhook", "x-api", "bot", "bearer", "refresh",
-    "session", "id", "jwt", "shared", "consumer", "endpoint",
+    "api",
+    "access",
+    "account",
+    "auth",
+    "client",
+    "private",
+    "secret",
+    "signing",
+    "master",
+    "app",
+    "encryption",
+    "license",
+    "service",
+    "webhook",
+    "x-api",
+    "bot",
+    "bearer",
+    "refresh",
+    "session",
+    "id",
+    "jwt",
+    "shared",
+    "consumer",
+    "endpoint",
 )
 _SEPS: Final = ("", " ", "_", "-")
 # Longest first, so "secret_access_" wins over "access_"; str.endswith(tuple) is one C call.
@@ -44,46 +66,191 @@ _PREFIXES: Final = tuple(
 _KEY_PREFIX_WORDS: Final = frozenset(_PREFIX_WORDS) - {"bot", "bearer", "refresh", "session", "id"}
 _ASCII_LOWER: Final = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
-# After a key: closing quote, separator, opening quote, value (code, env, JSON, YAML).
+# After a key: closing quote, separator, opening quote, value (code, env, JSON, YAML). Views are
+# NFKC, so a full-width colon arrives here as ":".
 _ASSIGN: Final = re.compile(
-    r"""["'`]?[ \t]*(?::=|=>|==|=|:|：)[ \t]*(?P<q>["'`]?)(?P<v>[^\s"'`,;}\])]{1,128})"""
+    r"""["'`]?[ \t]*(?::=|=>|==|=|:)[ \t]*(?P<q>["'`]?)(?P<v>[^\s"'`,;}\])]{1,128})"""
 )
 # After a keyword in prose: an optional "for/of/on <a few words>", then is/was/:/…
 _PROSE: Final = re.compile(
-    r"""(?i:[ \t]+(?:for|of|on|to|in)[ \t]+(?:the[ \t]+)?[\w.-]{1,40}(?:[ \t]+[\w.-]{1,40}){0,2})?"""
+    r"""(?i:[ \t]+(?:for|of|on|to|in)[ \t]+(?:the[ \t]+)?[\w.-]{1,40}"""
+    r"""(?:[ \t]+[\w.-]{1,40}){0,2})?"""
     r"""[ \t]*(?i:(?:is|was|are)(?:[ \t]+(?:now|still|set[ \t]+to|changed[ \t]+to))?"""
-    r"""|set[ \t]+to|changed[ \t]+to|:|=|：|->|是|为)[ \t]*(?P<q>["'`“‘]?)(?P<v>[^\s"'`”’]{1,128})"""
+    r"""|set[ \t]+to|changed[ \t]+to|:|=|->|是|为)[ \t]*(?P<q>["'`\u201c\u2018]?)"""
+    r"""(?P<v>[^\s"'`\u201d\u2019]{1,128})"""
 )
 # "…with password X", "login password X": the keyword followed directly by the value.
 _DIRECT: Final = re.compile(r"[ \t]+(?P<q>[\"'`]?)(?P<v>[^\s\"'`]{6,128})")
 
 _ZH_KEYWORD: Final = re.compile(r"密码|口令|令牌|密钥|秘钥|私钥")
 _ZH_ASSIGN: Final = re.compile(
-    r"[ \t]*(?:是|为|:|：|=|改成|改为|设为|设置为)[ \t]*(?P<q>[\"'`“‘「]?)(?P<v>[!-~]{4,128})"
+    r"[ \t]*(?:是|为|:|=|改成|改为|设为|设置为)[ \t]*"
+    r"(?P<q>[\"'`\u201c\u2018「]?)(?P<v>[!-~]{4,128})"
 )
 
-_TRAILING: Final = ".,;:!?)]}>'\"`。，；：！？）"
+# Views are NFKC, so full-width punctuation has already become ASCII.
+_TRAILING: Final = ".,;:!?)]}>'\"`。、"
 _STOPWORDS: Final = frozenset(
-    """
-    a an the this that it its is was are be been being not no yes none null nil undefined true
-    false on off ok okay empty unset set required optional invalid valid expired wrong incorrect
-    missing revoked rotated refreshed changed stored hidden masked redacted secret password
-    passwords token tokens key keys credential credentials default example sample dummy test
-    placeholder changeme change_me todo tbd fixme string str int bool bytes text secretstr env
-    environ bearer basic opaque auto random generated see ask in at from by for to of with
-    here there below above same different new old your my our their his her
-    base64 base32 hex sha1 sha256 sha512 md5 utf8 utf-8 argon2 argon2id bcrypt scrypt aes128
-    aes256 aes-256 rs256 hs256 es256 ed25519 x509 x.509 pkcs8 pkcs12 oauth2 oauth http2 ipv4
-    ipv6 s3 k8s 2fa mfa totp
-    """.split()
+    [
+        "a",
+        "an",
+        "the",
+        "this",
+        "that",
+        "it",
+        "its",
+        "is",
+        "was",
+        "are",
+        "be",
+        "been",
+        "being",
+        "not",
+        "no",
+        "yes",
+        "none",
+        "null",
+        "nil",
+        "undefined",
+        "true",
+        "false",
+        "on",
+        "off",
+        "ok",
+        "okay",
+        "empty",
+        "unset",
+        "set",
+        "required",
+        "optional",
+        "invalid",
+        "valid",
+        "expired",
+        "wrong",
+        "incorrect",
+        "missing",
+        "revoked",
+        "rotated",
+        "refreshed",
+        "changed",
+        "stored",
+        "hidden",
+        "masked",
+        "redacted",
+        "secret",
+        "password",
+        "passwords",
+        "token",
+        "tokens",
+        "key",
+        "keys",
+        "credential",
+        "credentials",
+        "default",
+        "example",
+        "sample",
+        "dummy",
+        "test",
+        "placeholder",
+        "changeme",
+        "change_me",
+        "todo",
+        "tbd",
+        "fixme",
+        "string",
+        "str",
+        "int",
+        "bool",
+        "bytes",
+        "text",
+        "secretstr",
+        "env",
+        "environ",
+        "bearer",
+        "basic",
+        "opaque",
+        "auto",
+        "random",
+        "generated",
+        "see",
+        "ask",
+        "in",
+        "at",
+        "from",
+        "by",
+        "for",
+        "to",
+        "of",
+        "with",
+        "here",
+        "there",
+        "below",
+        "above",
+        "same",
+        "different",
+        "new",
+        "old",
+        "your",
+        "my",
+        "our",
+        "their",
+        "his",
+        "her",
+        "base64",
+        "base32",
+        "hex",
+        "sha1",
+        "sha256",
+        "sha512",
+        "md5",
+        "utf8",
+        "utf-8",
+        "argon2",
+        "argon2id",
+        "bcrypt",
+        "scrypt",
+        "aes128",
+        "aes256",
+        "aes-256",
+        "rs256",
+        "hs256",
+        "es256",
+        "ed25519",
+        "x509",
+        "x.509",
+        "pkcs8",
+        "pkcs12",
+        "oauth2",
+        "oauth",
+        "http2",
+        "ipv4",
+        "ipv6",
+        "s3",
+        "k8s",
+        "2fa",
+        "mfa",
+        "totp",
+    ]
 )
 # A value that is itself a name for a secret ("db-credentials", "engram-tokens").
-_SECRET_NAME: Final = re.compile(
-    r"(?i)^[a-z][a-z0-9]*(?:[-_.][a-z0-9]+)*$"
-)
+_SECRET_NAME: Final = re.compile(r"(?i)^[a-z][a-z0-9]*(?:[-_.][a-z0-9]+)*$")
 _NAME_PARTS: Final = frozenset(
-    "pass password passwords pwd token tokens key keys secret secrets credential credentials "
-    "auth creds".split()
+    [
+        "pass",
+        "password",
+        "passwords",
+        "pwd",
+        "token",
+        "tokens",
+        "key",
+        "keys",
+        "secret",
+        "secrets",
+        "credential",
+        "credentials",
+        "auth",
+        "creds",
+    ]
 )
 _PLACEHOLDER: Final = re.compile(
     r"""(?ix)^(?:
@@ -152,55 +319,73 @@ def _starts_word(text: str, start: int) -> bool:
     return not before.isalnum() or (before.islower() and text[start].isupper())
 
 
+_PREFIX_SET: Final = frozenset(_PREFIXES)
+_PREFIX_MAX: Final = max(map(len, _PREFIXES))
+
+
 def _prefix_len(low: str, pos: int) -> int:
-    before = low[max(0, pos - 16) : pos]
+    before = low[max(0, pos - _PREFIX_MAX) : pos]
     if not before.endswith(_PREFIXES):
         return 0
-    return next(len(p) for p in _PREFIXES if before.endswith(p))
+    return next(n for n in range(len(before), 0, -1) if before[-n:] in _PREFIX_SET)
 
 
-def _keywords(text: str) -> list[tuple[int, int, str, bool]]:
-    """(start, end, family, identifier_key) for every credential keyword, in text order."""
+def _keyword_at(text: str, low: str, pos: int) -> tuple[int, int, str, bool] | None:
+    """(start, end, family, identifier_key) when a credential keyword's core sits at ``pos``."""
+    m = _TAIL.match(text, pos)
+    if m is None:
+        return None
+    family = m.lastgroup or ""
+    start = pos
+    prefix = _prefix_len(low, pos)
+    if family == "key":
+        word = low[pos - prefix : pos].rstrip(" _-")
+        if not (prefix and any(word.endswith(w) for w in _KEY_PREFIX_WORDS)):
+            return None
+        start = pos - prefix
+    elif family in ("token", "secret") and prefix and _starts_word(text, pos - prefix):
+        start = pos - prefix
+    if not _starts_word(text, start):
+        return None
+    before = text[start - 1 : start] if start else ""
+    ident = (
+        before in ('"', "'", "_", ".", "-", "`")
+        or "_" in text[start : m.end()]
+        or (text[start].isupper() and text[m.start() + 1 : m.end()].isupper())
+    )
+    return start, m.end(), family, ident
+
+
+def _keywords(text: str) -> Iterator[tuple[int, int, str, bool]]:
+    """Every credential keyword, in text order, examined lazily (a caller may stop early)."""
     low = text.lower()
     if len(low) != len(text):
         low = text.translate(_ASCII_LOWER)
-    hits: list[tuple[int, int, str, bool]] = []
-    seen: set[int] = set()
+    positions: list[int] = []
     for core in _CORES:
         pos = low.find(core)
         while pos != -1:
-            m = _TAIL.match(text, pos)
-            if m is not None and pos not in seen:
-                family = m.lastgroup or ""
-                start = pos
-                prefix = _prefix_len(low, pos)
-                if family == "key":
-                    word = low[pos - prefix : pos].rstrip(" _-")
-                    ok = prefix and any(word.endswith(w) for w in _KEY_PREFIX_WORDS)
-                    start = pos - prefix if ok else -1
-                elif family in ("token", "secret") and prefix:
-                    if _starts_word(text, pos - prefix):
-                        start = pos - prefix
-                if start >= 0 and _starts_word(text, start):
-                    seen.add(pos)
-                    before = text[start - 1 : start] if start else ""
-                    ident = (
-                        before in ('"', "'", "_", ".", "-", "`")
-                        or "_" in text[start : m.end()]
-                        or text[start].isupper() and text[m.start() + 1 : m.end()].isupper()
-                    )
-                    hits.append((start, m.end(), family, ident))
+            positions.append(pos)
             pos = low.find(core, pos + 1)
-    hits.sort()
-    return hits
+    positions.sort()
+    for pos in positions:
+        hit = _keyword_at(text, low, pos)
+        if hit is not None:
+            yield hit
 
 
 def find(text: str) -> ShapeHit | None:
     """The first credential named by its key in ``text``, or None."""
-    for _start, end, family, ident in _keywords(text):
+    # A keyword inside a value already judged ("password=password=…") is not judged again:
+    # without this, repeated keywords cost one window each (measured 1.1 ms/KB).
+    judged_until = 0
+    for start, end, family, ident in _keywords(text):
+        if start < judged_until:
+            continue
         limit = end + _WINDOW
         a = _ASSIGN.match(text, end, limit)
         if a is not None:
+            judged_until = a.end()
             quoted = bool(a.group("q"))
             strong = not (quoted or ident or a.group(0).lstrip()[:1] == "=")
             if not _value_passes(a.group("v"), family, strong=strong):
@@ -208,6 +393,7 @@ def find(text: str) -> ShapeHit | None:
             continue
         p = _PROSE.match(text, end, limit)
         if p is not None:
+            judged_until = p.end()
             if not _value_passes(p.group("v"), family, strong=not p.group("q")):
                 return ShapeHit(f"{family} in prose")
             continue

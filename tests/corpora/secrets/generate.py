@@ -75,7 +75,7 @@ KINDS: dict[str, tuple[Gen, list[str]]] = {
         [
             "export AWS_ACCESS_KEY_ID={s}",
             "The CI user's access key is {s}, region eu-west-1.",
-            'aws configure set aws_access_key_id {s} --profile deploy',
+            "aws configure set aws_access_key_id {s} --profile deploy",
         ],
     ),
     "aws_secret_access_key": (
@@ -115,7 +115,8 @@ KINDS: dict[str, tuple[Gen, list[str]]] = {
         [
             'client_secret: "{s}"',
             "OAuth client secret for the login app: {s}",
-            '{{"web": {{"client_id": "1234-abc.apps.googleusercontent.com", "client_secret": "{s}"}}}}',
+            '{{"web": {{"client_id": "1234-abc.apps.googleusercontent.com", '
+            '"client_secret": "{s}"}}}}',
         ],
     ),
     "azure_storage_connection_string": (
@@ -220,7 +221,7 @@ KINDS: dict[str, tuple[Gen, list[str]]] = {
         lambda: "sk_live_" + r(ALNUM, 24),
         [
             "STRIPE_SECRET_KEY={s}",
-            "stripe.api_key = \"{s}\"",
+            'stripe.api_key = "{s}"',
             "Prod Stripe key is {s}, do not share.",
         ],
     ),
@@ -274,12 +275,14 @@ KINDS: dict[str, tuple[Gen, list[str]]] = {
         ],
     ),
     "slack_webhook": (
-        lambda: "https://hooks.slack.com/services/T"
-        + r(UPPER_ALNUM, 8)
-        + "/B"
-        + r(UPPER_ALNUM, 10)
-        + "/"
-        + r(ALNUM, 24),
+        lambda: (
+            "https://hooks.slack.com/services/T"
+            + r(UPPER_ALNUM, 8)
+            + "/B"
+            + r(UPPER_ALNUM, 10)
+            + "/"
+            + r(ALNUM, 24)
+        ),
         [
             "SLACK_WEBHOOK_URL={s}",
             "post alerts to {s}",
@@ -372,7 +375,7 @@ KINDS: dict[str, tuple[Gen, list[str]]] = {
         lambda: "sk-proj-" + r(URLSAFE, 74) + "T3BlbkFJ" + r(URLSAFE, 74),
         [
             "OPENAI_API_KEY={s}",
-            "client = OpenAI(api_key=\"{s}\")",
+            'client = OpenAI(api_key="{s}")',
             "openai key for the summariser: {s}",
         ],
     ),
@@ -501,7 +504,9 @@ KINDS: dict[str, tuple[Gen, list[str]]] = {
     # ---- private keys, JWTs
     "pem_private_keys": (
         lambda: pem(
-            rng.choice(["RSA PRIVATE KEY", "EC PRIVATE KEY", "PRIVATE KEY", "ENCRYPTED PRIVATE KEY"])
+            rng.choice(
+                ["RSA PRIVATE KEY", "EC PRIVATE KEY", "PRIVATE KEY", "ENCRYPTED PRIVATE KEY"]
+            )
         ),
         [
             "{s}",
@@ -564,7 +569,7 @@ KINDS: dict[str, tuple[Gen, list[str]]] = {
         [
             "DB_PASSWORD={s}",
             "password: {s}",
-            'spring.datasource.password={s}',
+            "spring.datasource.password={s}",
         ],
     ),
     "secret_assignment": (
@@ -588,7 +593,7 @@ KINDS: dict[str, tuple[Gen, list[str]]] = {
         [
             "credentials:\n  username: svc\n  password: {s}",
             "auth:\n  token: {s}",
-            "db:\n  host: pg\n  passwd: \"{s}\"",
+            'db:\n  host: pg\n  passwd: "{s}"',
         ],
     ),
     "hex_api_secret": (
@@ -612,8 +617,8 @@ KINDS: dict[str, tuple[Gen, list[str]]] = {
         pw,
         [
             "我的密码是 {s}",
-            "生产数据库的口令是{s}，别外传",
-            "服务器密码：{s}",
+            "生产数据库的口令是{s}，别外传",  # noqa: RUF001
+            "服务器密码：{s}",  # noqa: RUF001
             "管理员密钥为 {s}",
             "访问令牌是 {s}",
         ],
@@ -637,7 +642,7 @@ KINDS: dict[str, tuple[Gen, list[str]]] = {
     ),
     "full_width": (
         lambda: "sk_live_" + r(ALNUM, 24),
-        ["stripe {fw}", "{fw}", "key：{fw}"],
+        ["stripe {fw}", "{fw}", "key：{fw}"],  # noqa: RUF001
     ),
     "base64_wrapped": (
         lambda: rng.choice(
@@ -680,8 +685,26 @@ def leaks() -> list[dict[str, str]]:
     return out
 
 
-SERVICES = ["stripe", "github", "gitlab", "slack", "openai", "aws", "postgres", "redis", "sentry",
-            "datadog", "twilio", "sendgrid", "npm", "pypi", "docker", "vault", "grafana", "jira"]
+SERVICES = [
+    "stripe",
+    "github",
+    "gitlab",
+    "slack",
+    "openai",
+    "aws",
+    "postgres",
+    "redis",
+    "sentry",
+    "datadog",
+    "twilio",
+    "sendgrid",
+    "npm",
+    "pypi",
+    "docker",
+    "vault",
+    "grafana",
+    "jira",
+]
 ENVS = ["prod", "staging", "dev", "ci"]
 BENIGN_TEMPLATES = [
     "The {svc} token expires in {n} minutes",

@@ -1,4 +1,4 @@
-"""Both corpora through the guard: fakes of >= 40 providers' formats blocked, benign prose passes."""
+"""Both corpora through the guard: >= 40 providers' formats blocked, benign prose passes."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ REFUSED = {
     "full-width key": "".join(chr(ord(c) + 0xFEE0) for c in "sk_live_4eC39HqLyjWDarjtT1zdp7dc"),
     "base64 key": base64.b64encode(b"token=ghp_Xq3kV9mW2pL7nR4tY8zB1cD5fG6hJ0kM2sQa").decode(),
     "chinese password": "我的密码是 hunter22",
-    "chinese token": "访问令牌：Xk29fQ7vL3pW",
+    "chinese token": "访问令牌：Xk29fQ7vL3pW",  # noqa: RUF001
     "yaml password": "db:\n  host: pg\n  password: Qz8!vK2m",
 }
 
@@ -48,8 +48,8 @@ PASSES = [
     "The access token is refreshed every hour",
     "max token: 100000",
     "pwd = /home/user/project",
-    "令牌已过期，请刷新",
-    "密码错误，请重新输入",
+    "令牌已过期，请刷新",  # noqa: RUF001
+    "密码错误，请重新输入",  # noqa: RUF001
     "The DSN format is postgres://user:password@host/db",
     "api_key: ${OPENAI_API_KEY}",
     "password = os.environ['DB_PASSWORD']",

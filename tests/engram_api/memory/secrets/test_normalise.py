@@ -8,7 +8,8 @@ from engram_api.memory.secrets.normalise import clean, decoded_blobs, rejoined, 
 
 
 def test_full_width_and_zero_width_characters_read_as_the_plain_text() -> None:
-    assert clean("ｓｋ＿ｌｉｖｅ") == "sk_live"
+    full_width = "".join(chr(ord(c) + 0xFEE0) for c in "sk_live")
+    assert clean(full_width) == "sk_live"
     assert clean("gh\u200bp_\u2060ab\ufeffc\u00ad") == "ghp_abc"
 
 
