@@ -17,8 +17,10 @@ size instead (the ms/KB doubling is the quadratic growth).
 
 Then the real app (create_app, as ``engram serve`` runs it) on a loopback port: /healthz is
 probed while 1 MiB adversarial ``mem0_add`` bodies are in flight, and the delay is the slowest
-probe minus the idle median. Twice: with the default content limit (8000 characters, refused
-by length before any scan) and with the largest limit allowed (100 000 characters, scanned).
+probe minus the idle median, beside the same requests with a guard that finds nothing (what the
+rest of the add path costs the loop). Bodies: 1 MiB (refused by length before any scan), and
+the largest the guard scans at the default limit (8000 characters) and the highest allowed
+(100 000).
 
     .venv/bin/python bench/guard.py
     .venv/bin/python bench/guard.py --sizes 16 256 --repeat 5 --requests 10
@@ -177,7 +179,9 @@ async def _probe(http: httpx.AsyncClient) -> float:
     return time.perf_counter() - started
 
 
-async def healthz_delay(content_max: int, content_chars: int, requests: int) -> dict[str, Any]:
+async def healthz_delay(
+    content_max: int, content_chars: int, requests: int, *, guard: bool
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         app = create_app(_settings(Path(tmp) / "data", content_max))
         for noisy in ("httpx", "mcp", "uvicorn", "engram_api"):
@@ -192,6 +196,9 @@ async def healthz_delay(content_max: int, content_chars: int, requests: int) -> 
         try:
             while not server.started:  # noqa: ASYNC110 (uvicorn exposes a flag, not an event)
                 await asyncio.sleep(0.01)
+            if not guard:
+                # The baseline: the same request path with a guard that finds nothing.
+                app.state.engram.engine.service.guard.find = lambda text: None
             base = f"http://127.0.0.1:{port}"
             content = "a-" * (content_chars // 2)
             async with (
@@ -225,7 +232,7 @@ async def healthz_delay(content_max: int, content_chars: int, requests: int) -> 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs=2, default=[8, 64], help="KB, small and large")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--old-budget-s", type=float, default=2.0)
     ap.add_argument("--requests", type=int, default=5, help="1 MiB adds per /healthz run")
     ap.add_argument("--skip-http", action="store_true")
@@ -266,16 +273,20 @@ def main() -> None:
     if args.skip_http:
         return
     print(f"\n## /healthz while adversarial mem0_add bodies are in flight ({args.requests} each)\n")
-    print('| content limit | body ("a-"*N) | scanned? | idle /healthz ms | slowest ms | delay ms |')
+    print(
+        '| content limit | body ("a-"*N) | scanned? | idle /healthz ms | delay ms, guard on |'
+        " delay ms, guard finding nothing (baseline) |"
+    )
     print("|---|---|---|---|---|---|")
     # A 1 MiB request (the server's size limit, less the JSON envelope): refused by length.
     # Then the largest bodies the guard does scan: the default limit, and the highest allowed.
     for limit, chars in ((8000, 1_048_576 - 256), (8000, 8000), (100_000, 100_000)):
-        r = asyncio.run(healthz_delay(limit, chars, args.requests))
+        on = asyncio.run(healthz_delay(limit, chars, args.requests, guard=True))
+        off = asyncio.run(healthz_delay(limit, chars, args.requests, guard=False))
         scanned = "no, refused by length" if chars > limit else "yes"
         print(
-            f"| {limit} | {r['body_kib']} KiB | {scanned} | {r['idle_ms']} | {r['slowest_ms']} |"
-            f" {r['delay_ms']} |"
+            f"| {limit} | {on['body_kib']} KiB | {scanned} | {on['idle_ms']} |"
+            f" {on['delay_ms']} | {off['delay_ms']} |"
         )
 
 
