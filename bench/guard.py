@@ -34,7 +34,6 @@ import argparse
 import asyncio
 import logging
 import re
-import socket
 import statistics
 import sys
 import tempfile
@@ -46,14 +45,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
-import uvicorn
 
 from engram_api.embeddings.config import EmbeddingSettings, ProviderSettings
 from engram_api.memory.guards import SecretGuard
 from engram_api.memory.secrets.detect import _builtin
-from engram_api.server.app import create_app
 from engram_api.settings import EngramSettings, LimitSettings
 from tests.corpora.secrets import corpus
+from tests.engram_api.server.harness import serve
 
 # The previous guard's patterns, verbatim (engram_api/memory/guards.py before issue 15).
 _OLD_VALUE = r"""["']?[^\s"',;]{6,}"""
@@ -156,6 +154,7 @@ def _settings(data_dir: Path, content_max: int) -> EngramSettings:
     )
 
 
+# As tests/engram_api/server/test_http_endpoints.py posts raw JSON-RPC.
 HEADERS = {
     "content-type": "application/json",
     "accept": "application/json, text/event-stream",
@@ -183,50 +182,32 @@ async def healthz_delay(
     content_max: int, content_chars: int, requests: int, *, guard: bool
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
-        app = create_app(_settings(Path(tmp) / "data", content_max))
-        for noisy in ("httpx", "mcp", "uvicorn", "engram_api"):
-            logging.getLogger(noisy).setLevel(logging.WARNING)
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        server = uvicorn.Server(
-            uvicorn.Config(app, log_config=None, access_log=False, lifespan="on")
-        )
-        task = asyncio.create_task(server.serve(sockets=[sock]))
-        try:
-            while not server.started:  # noqa: ASYNC110 (uvicorn exposes a flag, not an event)
-                await asyncio.sleep(0.01)
+        async with serve(_settings(Path(tmp) / "data", content_max)) as running:
+            for noisy in ("httpx", "mcp", "uvicorn", "engram_api"):
+                logging.getLogger(noisy).setLevel(logging.WARNING)
             if not guard:
                 # The baseline: the same request path with a guard that finds nothing.
-                app.state.engram.engine.service.guard.find = lambda text: None
-            base = f"http://127.0.0.1:{port}"
+                running.app.state.engram.engine.service.guard.find = lambda text: None
             content = "a-" * (content_chars // 2)
             async with (
-                httpx.AsyncClient(base_url=base, timeout=120) as http,
-                httpx.AsyncClient(base_url=base, timeout=120) as sender,
+                httpx.AsyncClient(base_url=running.base_url, timeout=120) as http,
+                httpx.AsyncClient(base_url=running.base_url, timeout=120) as sender,
             ):
                 idle = [await _probe(http) for _ in range(50)]
-                slowest, answers = 0.0, []
+                slowest = 0.0
                 for _ in range(requests):
                     send = asyncio.create_task(
                         sender.post("/mcp", json=_add_body(content), headers=HEADERS)
                     )
                     while not send.done():
                         slowest = max(slowest, await _probe(http))
-                    answers.append((await send).status_code)
-            idle_median = statistics.median(idle)
-            return {
-                "content_max_chars": content_max,
-                "body_kib": round(len(content) / 1024),
-                "idle_ms": round(idle_median * 1000, 2),
-                "slowest_ms": round(slowest * 1000, 2),
-                "delay_ms": round((slowest - idle_median) * 1000, 2),
-                "answers": sorted(set(answers)),
-            }
-        finally:
-            server.should_exit = True
-            await task
-            sock.close()
+                    await send
+        idle_median = statistics.median(idle)
+        return {
+            "body_kib": round(len(content) / 1024),
+            "idle_ms": round(idle_median * 1000, 2),
+            "delay_ms": round((slowest - idle_median) * 1000, 2),
+        }
 
 
 def main() -> None:
