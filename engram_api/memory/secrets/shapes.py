@@ -348,8 +348,11 @@ def _keyword_at(text: str, low: str, pos: int) -> tuple[int, int, str, bool] | N
     if not _starts_word(text, start):
         return None
     before = text[start - 1 : start] if start else ""
+    line_start = text.rfind("\n", max(0, start - 8), start) + 1 if start else 0
     ident = (
         before in ('"', "'", "_", ".", "-", "`")
+        # A key that begins its line, as YAML and .env keys do ("  password: …").
+        or (start - line_start < 8 and not text[line_start:start].strip(" \t-"))
         or "_" in text[start : m.end()]
         or (text[start].isupper() and text[m.start() + 1 : m.end()].isupper())
     )
