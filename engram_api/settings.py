@@ -76,7 +76,8 @@ class QueueSettings(BaseModel):
 class GuardSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    # Extra regular expressions (Python syntax, matched case-insensitively) that mark a secret.
+    # Extra regular expressions that mark a secret: Rust regex syntax (linear time: no
+    # look-around or back-references), matched case-insensitively. See docs/configuration.md.
     extra_secret_patterns: list[str] = Field(default_factory=list, max_length=256)
 
 

@@ -242,6 +242,31 @@ async def test_archived_memories_are_never_returned_and_can_be_restored(
     assert (await service.search(agent="main", query="office berlin"))["count"] == 1
 
 
+async def test_a_forget_reason_holding_a_secret_is_refused_and_the_memory_stays_active(
+    service: MemoryService,
+) -> None:
+    out = await service.add(agent="main", content="old office is in berlin", scope="global")
+    with pytest.raises(SecretDetected) as exc:
+        await service.forget(
+            agent="main", memory_id=out["id"], reason="rotated; new one is DB_PASSWORD=hunter22"
+        )
+    assert str(exc.value).startswith("reason: ")
+    assert "hunter22" not in str(exc.value)
+    page = await service.get_all(agent="main", include_archived=True)
+    assert [(m["id"], m["archived"]) for m in page["results"]] == [(out["id"], False)]
+
+
+async def test_an_oversized_body_is_refused_by_length_before_any_scan(
+    service: MemoryService,
+) -> None:
+    scanned: list[str] = []
+    real_find = service.guard.find
+    service.guard.find = lambda text: scanned.append(text) or real_find(text)  # type: ignore[method-assign]
+    with pytest.raises(InvalidInput, match="content: must be at most 8000 characters"):
+        await service.add(agent="main", content="a-" * 30000, scope="global")
+    assert scanned == []
+
+
 async def test_forget_cannot_reach_memories_the_agent_cannot_see(service: MemoryService) -> None:
     out = await service.add(
         agent="devops", content="runbook step one", scope="agent:ops", mem_type="procedure"
