@@ -33,7 +33,17 @@ from engram_contract.scopes import any_pattern_matches
 
 from .access import AccessTracker
 from .guards import SecretGuard
-from .model import Memory, Source, check_scope, content_hash, point_id, rfc3339, utc_now
+from .model import (
+    BAD_TEXT_RULE,
+    Memory,
+    Source,
+    check_scope,
+    content_hash,
+    is_valid_text,
+    point_id,
+    rfc3339,
+    utc_now,
+)
 from .policy import PolicyEngine, ScopeSelector
 
 log = logging.getLogger(__name__)
@@ -62,6 +72,8 @@ def check_agent(agent: str) -> str:
 def check_text(value: str, field: str, *, max_chars: int, required: bool) -> str:
     if not isinstance(value, str):
         raise InvalidInput(field, "must be a string")
+    if not is_valid_text(value):
+        raise InvalidInput(field, BAD_TEXT_RULE)
     text = value.strip()
     if required and not text:
         raise InvalidInput(field, "must not be empty")

@@ -81,6 +81,33 @@ class RequestIdMiddleware:
             request_id_var.reset(token)
 
 
+class StatelessOnly:
+    """In stateless mode there is no session and nothing to stream: GET /mcp (an SSE stream a
+    caller could hold open indefinitely) is refused with 405 before authentication."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["method"] == "GET"
+            and scope["path"].rstrip("/") == MCP_PATH
+        ):
+            response = JSONResponse(
+                {
+                    "error": "method_not_allowed",
+                    "error_description": "this MCP server is stateless: send JSON-RPC "
+                    "requests with POST; there is no event stream to GET",
+                },
+                status_code=405,
+                headers={"Allow": "POST"},
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 class ServerState:
     def __init__(self, settings: EngramSettings, metrics: Metrics, runtime: ToolRuntime) -> None:
         self.settings = settings
@@ -191,6 +218,6 @@ def create_app(settings: EngramSettings, *, default_agent: str = "main") -> Fast
             status_code=404,
         )
 
-    app.mount("/", guarded)
+    app.mount("/", StatelessOnly(guarded))
     app.add_middleware(RequestIdMiddleware)
     return app
