@@ -14,7 +14,7 @@ from typing import Annotated, Any, Final, TypeVar
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
@@ -370,12 +370,17 @@ class EngramMCP(MCPServer[Any]):
             raise ToolError(self._rt.reject_arguments(name, context, problem))
         try:
             return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
                 raise ToolError(
                     self._rt.reject_arguments(name, context, describe_invalid(exc.__cause__))
                 ) from None
-            raise
+            # The SDK prefixes our message with "Error executing tool <name>: "; the model
+            # should read the field and the rule first.
+            message = str(exc).removeprefix(f"Error executing tool {name}: ")
+            raise ToolError(message) from None
 
 
 KNOWN_TOOLS: Final = frozenset(
