@@ -236,8 +236,13 @@ async def test_allowed_hosts_from_settings_are_accepted(
 
 
 async def test_metrics_label_dm_scopes_by_kind_and_cache_the_counts(
-    local_server: RunningServer,
+    make_settings: Callable[..., EngramSettings],
 ) -> None:
+    async with serve(make_settings(metrics_cache_s=3600)) as local_server:
+        await _kinds_and_cache(local_server)
+
+
+async def _kinds_and_cache(local_server: RunningServer) -> None:
     async with local_server.client() as client:
         await call(client, "mem0_add", content="shared inbox note", scope="dm")
         await call(client, "mem0_add", content="alice likes tea", scope="dm:alice")
