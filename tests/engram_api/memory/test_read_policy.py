@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from engram_api.embeddings.hashing import HashingEmbedder
+from engram_api.memory.access import AccessTracker
 from engram_api.memory.guards import SecretGuard
 from engram_api.memory.policy import PolicyEngine
 from engram_api.memory.queue import DurableQueue
@@ -107,6 +108,8 @@ async def test_status_shows_only_the_callers_queued_writes_and_pending_access_up
 ) -> None:
     queue = DurableQueue(tmp_path / "queue.sqlite3")
     svc.queue = queue
+    # Counts stay pending for this test (no background flush however slow the machine).
+    svc.access = AccessTracker(svc.store, svc.clock, delay_s=3600)
     try:
         for n in range(3):
             owner = svc.prepare_add(agent="owner", content=f"owner note {n}", scope="global")
