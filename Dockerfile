@@ -54,6 +54,7 @@ ENV PATH=/opt/engram/bin:${PATH} \
 # Numeric, so Kubernetes can check runAsNonRoot without a passwd lookup.
 USER 10001:10001
 WORKDIR /var/lib/engram
-EXPOSE 8765
+# 9464: /metrics (its own listener; ENGRAM_SERVER__METRICS_HOST=0.0.0.0 to reach it from outside)
+EXPOSE 8765 9464
 ENTRYPOINT ["engram"]
 CMD ["serve"]

@@ -57,6 +57,8 @@ def load_permissions(path: Path | None) -> PermissionConfig:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise StartupError(f"permissions_file {path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise StartupError(f"permissions_file {path}: not UTF-8 text (byte {exc.start})") from None
     try:
         return load_permission_config(text)
     except ValueError as exc:

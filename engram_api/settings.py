@@ -11,7 +11,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -97,10 +105,27 @@ class ServerSettings(BaseModel):
     permissions_poll_s: float = Field(default=2.0, gt=0, le=300)
     # /readyz embeds a probe text at most this often (remote providers bill per call).
     readiness_probe_ttl_s: float = Field(default=30.0, ge=0, le=3600)
-    # /metrics: at most this many scope labels (the rest are summed as scope="_other"), and
-    # memory counts are recomputed at most this often.
+    # /metrics has a listener of its own (never the MCP port, so it is never routed through
+    # the Ingress with /mcp); port 0 turns it off. Loopback by default; the chart binds all
+    # addresses for Prometheus, and the NetworkPolicy says who may reach it.
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(default=9464, ge=0, le=65535)
+    # Scope labels of engram_memories_by_scope: "kind" (global, dm, dm:*, group:*, agent:*);
+    # "name" lists every scope (dm:alice, agent:bob, ...), which tells a scraper who has
+    # memories, so it is opt-in.
+    metrics_scope_labels: Literal["kind", "name"] = "kind"
+    # With names: at most this many scope labels (the rest are summed as scope="_other").
     metrics_max_scopes: int = Field(default=100, ge=1, le=10_000)
-    metrics_cache_s: float = Field(default=10.0, ge=0, le=3600)
+    # Memory counts are recomputed at most this often, however often /metrics is scraped.
+    metrics_cache_s: float = Field(default=10.0, ge=1, le=3600)
+
+    @model_validator(mode="after")
+    def _separate_ports(self) -> ServerSettings:
+        if self.metrics_port and self.metrics_port == self.port:
+            raise ValueError(
+                "metrics_port must differ from port: /metrics has a listener of its own"
+            )
+        return self
 
 
 class KubernetesAuthSettings(BaseModel):

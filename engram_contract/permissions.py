@@ -72,9 +72,11 @@ class ServiceAccountRef(BaseModel):
 
 
 def _check_patterns(values: list[str]) -> list[str]:
-    for v in values:
+    # The position, not the value: a permission file's text is never echoed (a token pasted
+    # into the wrong key would otherwise land in logs and /readyz).
+    for n, v in enumerate(values):
         if not is_scope_pattern(v):
-            raise ValueError(f"scope pattern {v!r} {PATTERN_RULE}")
+            raise ValueError(f"item {n}: a scope pattern {PATTERN_RULE}")
     return values
 
 
@@ -153,21 +155,61 @@ def hash_token(token: str) -> str:
 
 
 def load_permission_config(text: str) -> PermissionConfig:
-    """Parse a YAML document; raises ``ValueError`` whose message names the offending key."""
+    """Parse a YAML document; raises ``ValueError`` naming the line, the key and the rule.
+
+    The message never quotes the document (PyYAML's own messages print the offending line,
+    which may hold a plaintext token pasted by mistake).
+    """
     from pydantic import ValidationError
 
     try:
         raw: Any = yaml.safe_load(text) if text.strip() else {}
-    except yaml.YAMLError as exc:
-        raise ValueError(f"permission config is not valid YAML: {exc}") from None
+    except yaml.MarkedYAMLError as exc:
+        raise ValueError(_yaml_problem(exc)) from None
+    except yaml.YAMLError:
+        raise ValueError("not valid YAML") from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise ValueError("permission config must be a mapping with 'agents' and 'default_policy'")
+        raise ValueError(
+            "line 1: permission config must be a mapping with 'agents' and 'default_policy'"
+        )
     try:
         return PermissionConfig.model_validate(raw)
     except ValidationError as exc:
-        raise ValueError(format_validation_error(exc)) from None
+        raise ValueError(format_validation_error(exc, text=text)) from None
+
+
+def _yaml_problem(exc: yaml.MarkedYAMLError) -> str:
+    mark = exc.problem_mark or exc.context_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    # PyYAML's problem sentences are fixed phrases, but some quote what they found.
+    problem = re.sub(r"'[^']*'|\"[^\"]*\"", "…", exc.problem or "syntax error")
+    return f"{where}not valid YAML ({problem})"
+
+
+def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
+    """The 1-based line of the deepest key of ``loc`` found in the YAML document."""
+    try:
+        node: Any = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    line: int | None = None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            found = [(k, v) for k, v in node.value if getattr(k, "value", None) == str(part)]
+            if not found:
+                break
+            key, node = found[0]
+            line = key.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if part >= len(node.value):
+                break
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
 
 
 def dump_permission_config(config: PermissionConfig) -> str:
@@ -175,13 +217,18 @@ def dump_permission_config(config: PermissionConfig) -> str:
     return yaml.safe_dump(data, sort_keys=True, default_flow_style=False)
 
 
-def format_validation_error(exc: Any) -> str:
-    """One line per problem: ``dotted.key: message``."""
+def format_validation_error(exc: Any, *, text: str | None = None) -> str:
+    """One line per problem: ``dotted.key: message``, after ``line N: `` when the document's
+    text is given. Agent names that break the naming rule are not echoed."""
     lines = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+    for err in exc.errors(include_input=False, include_url=False):
+        parts = list(err["loc"])
+        if parts and parts[-1] == "[key]":
+            parts[-2] = "(invalid agent name)"
+        loc = ".".join(str(p) for p in parts) or "(root)"
         msg = re.sub(r"^Value error, ", "", err["msg"])
-        lines.append(f"{loc}: {msg}")
+        line = _line_of(text, tuple(err["loc"])) if text is not None else None
+        lines.append(f"line {line}: {loc}: {msg}" if line is not None else f"{loc}: {msg}")
     return "; ".join(lines)
 
 

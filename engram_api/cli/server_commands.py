@@ -7,6 +7,7 @@ import asyncio
 import json
 import re
 import secrets
+import socket
 import sys
 from typing import Any
 
@@ -24,7 +25,7 @@ class ServeFailed(EngramError):
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser(
         "serve",
-        help="serve MCP over streamable HTTP at /mcp (+ /healthz /readyz /metrics)",
+        help="serve MCP over HTTP at /mcp (+ /healthz /readyz; /metrics on its own port)",
         description=(
             "Serve the MCP tools over HTTP. Without tokens in the permission file it listens on "
             "loopback only and trusts the agent argument (default: --agent)."
@@ -90,19 +91,28 @@ def _serve(settings: EngramSettings, args: argparse.Namespace) -> int:
     check_bind_safety(settings, load_permissions(settings.permissions_file))
     configure_logging(settings.log_level)
     app = create_app(settings, default_agent=args.agent)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host=settings.server.host,
-            port=settings.server.port,
-            log_config=None,
-            access_log=False,
-            lifespan="on",
-            server_header=False,
-            timeout_graceful_shutdown=10,
-        )
+    config = uvicorn.Config(
+        app,
+        host=settings.server.host,
+        port=settings.server.port,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        server_header=False,
+        timeout_graceful_shutdown=10,
     )
-    server.run()
+    sockets = [config.bind_socket()]
+    s = settings.server
+    if s.metrics_port:
+        try:
+            sockets.append(listen(s.metrics_host, s.metrics_port))
+        except OSError as exc:
+            raise ServeFailed(
+                f"server.metrics_port: cannot listen on {s.metrics_host}:{s.metrics_port} "
+                f"({exc.strerror}); choose another port or 0 to turn /metrics off"
+            ) from None
+    server = uvicorn.Server(config)
+    server.run(sockets=sockets)
     if not server.started:
         # The lifespan failed (uvicorn logged why) or the port could not be bound.
         raise ServeFailed(
@@ -110,6 +120,17 @@ def _serve(settings: EngramSettings, args: argparse.Namespace) -> int:
             "the log above says why"
         )
     return 0
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket (uvicorn serves every socket it is given with the same app)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host.strip("[]"), port))
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
 
 
 def _stdio(settings: EngramSettings, args: argparse.Namespace) -> int:

@@ -34,17 +34,25 @@ class AccessTracker:
         self._clock = clock
         self._delay_s = delay_s
         self._pending: Counter[str] = Counter()
+        # Pending increments by the agent whose search caused them (status shows each its own).
+        self._by_agent: Counter[str] = Counter()
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
 
-    def record(self, ids: Iterable[str]) -> None:
-        self._pending.update(ids)
+    def record(self, ids: Iterable[str], *, agent: str = "") -> None:
+        chosen = list(ids)
+        self._pending.update(chosen)
+        if agent:
+            self._by_agent[agent] += len(chosen)
         if self._pending and (self._task is None or self._task.done()):
             self._task = asyncio.get_running_loop().create_task(self._flush_later())
 
     @property
     def pending(self) -> int:
         return sum(self._pending.values())
+
+    def pending_for(self, agent: str) -> int:
+        return self._by_agent.get(agent, 0)
 
     async def _flush_later(self) -> None:
         await asyncio.sleep(self._delay_s)
@@ -53,6 +61,7 @@ class AccessTracker:
     async def flush(self) -> None:
         async with self._lock:
             batch, self._pending = self._pending, Counter()
+            by_agent, self._by_agent = self._by_agent, Counter()
             if not batch:
                 return
             try:
@@ -73,6 +82,7 @@ class AccessTracker:
             except Exception as exc:
                 log.warning("access count flush failed; will retry", extra={"error": str(exc)})
                 self._pending.update(batch)
+                self._by_agent.update(by_agent)
 
     async def aclose(self) -> None:
         if self._task is not None and not self._task.done():

@@ -55,6 +55,17 @@ def rfc3339(ts: datetime) -> str:
     return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
+# U+0000 breaks C-string consumers downstream; a lone surrogate cannot be encoded as UTF-8.
+BAD_TEXT_RULE: Final = (
+    "must be valid Unicode text: it contains a lone surrogate (an unpaired \\ud800-\\udfff "
+    "escape) or a NUL character"
+)
+
+
+def is_valid_text(text: str) -> bool:
+    return "\x00" not in text and not any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
 def check_scope(value: str, field_name: str = "scope") -> str:
     from engram_api.errors import InvalidInput
 

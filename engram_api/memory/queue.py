@@ -181,9 +181,15 @@ class DurableQueue:
             self._tx(stmts)
         return len(chosen)
 
-    async def stats(self) -> dict[str, Any]:
-        depth, oldest = self._exec("SELECT COUNT(*), MIN(enqueued_at) FROM pending")[0]
-        dead = self._exec("SELECT COUNT(*) FROM dead")[0][0]
+    async def stats(self, *, agent: str | None = None) -> dict[str, Any]:
+        """Depth, oldest age and dead letters: of every agent, or of one agent's writes."""
+        where, args = (
+            ("", ()) if agent is None else (" WHERE json_extract(body, '$.agent') = ?", (agent,))
+        )
+        depth, oldest = self._exec("SELECT COUNT(*), MIN(enqueued_at) FROM pending" + where, args)[
+            0
+        ]
+        dead = self._exec("SELECT COUNT(*) FROM dead" + where, args)[0][0]
         head = self.entries(1)
         now = self._clock()
         return {

@@ -36,7 +36,17 @@ from engram_contract.scopes import any_pattern_matches
 
 from .access import AccessTracker
 from .guards import SecretGuard
-from .model import Memory, Source, check_scope, content_hash, point_id, rfc3339, utc_now
+from .model import (
+    BAD_TEXT_RULE,
+    Memory,
+    Source,
+    check_scope,
+    content_hash,
+    is_valid_text,
+    point_id,
+    rfc3339,
+    utc_now,
+)
 from .policy import PolicyEngine, ScopeSelector
 
 log = logging.getLogger(__name__)
@@ -65,6 +75,8 @@ def check_agent(agent: str) -> str:
 def check_text(value: str, field: str, *, max_chars: int, required: bool) -> str:
     if not isinstance(value, str):
         raise InvalidInput(field, "must be a string")
+    if not is_valid_text(value):
+        raise InvalidInput(field, BAD_TEXT_RULE)
     text = value.strip()
     if required and not text:
         raise InvalidInput(field, "must not be empty")
@@ -126,7 +138,7 @@ class WriteQueue(Protocol):
 
     def kick(self) -> None: ...
 
-    async def stats(self) -> dict[str, Any]: ...
+    async def stats(self, *, agent: str | None = None) -> dict[str, Any]: ...
 
 
 class MemoryService:
@@ -236,6 +248,8 @@ class MemoryService:
         )
         existing, _ = await self.store.scroll(dup_match, limit=1)
         if existing:
+            if not self.policy.can_read(w.agent, w.scope):
+                return self._blind_answer(w)
             mem = Memory.from_payload(existing[0].id, existing[0].payload)
             status = "stored" if existing[0].id == pid else "duplicate"
             return self._answer(w, status=status, memory=mem.to_public()) | {"id": mem.id}
@@ -270,7 +284,19 @@ class MemoryService:
                 )
             ]
         )
+        if not self.policy.can_read(w.agent, w.scope):
+            return self._blind_answer(w)
         return self._answer(w, status="stored", memory=mem.to_public())
+
+    def _blind_answer(self, w: PreparedWrite) -> dict[str, Any]:
+        """The answer to a writer that may not read the scope: the same whether the text was new
+        or already there (another agent's memory), so it neither confirms that someone wrote the
+        same text nor shows their memory. No id either: ids of new points derive from the
+        write_id, so an id would tell the two cases apart; the writer could not use it anyway
+        (search, get_all and forget all need read access)."""
+        out = self._answer(w, status="stored")
+        del out["id"]
+        return out
 
     # -------------------------------------------------------------- search
     async def search(
@@ -328,7 +354,7 @@ class MemoryService:
             }
         merged = self._rank(hits, limit)
         if merged:
-            self.access.record(p.id for p in merged)
+            self.access.record((p.id for p in merged), agent=agent)
         out: dict[str, Any] = {
             "results": [
                 Memory.from_payload(p.id, p.payload).to_public(score=p.score) for p in merged
@@ -407,9 +433,10 @@ class MemoryService:
         except StoreError as exc:
             out["store"]["ready"] = False
             out["store"]["error"] = str(exc)
+        # The caller's own share only: other agents' queued writes and searches are theirs.
         if self.queue is not None:
-            out["queue"] = await self.queue.stats()
-        out["pending_access_updates"] = self.access.pending
+            out["queue"] = await self.queue.stats(agent=agent)
+        out["pending_access_updates"] = self.access.pending_for(agent)
         return out
 
     # ---------------------------------------------------- forget / restore

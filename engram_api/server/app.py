@@ -1,4 +1,5 @@
-"""The HTTP service: MCP over streamable HTTP at /mcp, plus /healthz, /readyz and /metrics.
+"""The HTTP service: MCP over streamable HTTP at /mcp, plus /healthz and /readyz; /metrics on a
+port of its own (:class:`MetricsListener`).
 
 MCP runs stateless with JSON responses, so every request stands alone and any replica can
 answer it: replicas share only the Qdrant server and the permission config. The engine is
@@ -13,7 +14,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers, MutableHeaders
@@ -21,7 +22,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram_api import __version__
 from engram_api.runtime import Engine, load_permissions, open_engine
-from engram_api.server.auth import Authenticator, AuthMiddleware, check_bind_safety, is_loopback
+from engram_api.server.auth import (
+    Authenticator,
+    AuthMiddleware,
+    Identity,
+    check_bind_safety,
+    is_loopback,
+)
 from engram_api.server.calls import ToolRuntime
 from engram_api.server.logs import REQUEST_ID_KEY, accept_request_id, request_id_var
 from engram_api.server.metrics import CONTENT_TYPE, Metrics
@@ -29,6 +36,7 @@ from engram_api.server.readiness import EmbedderProbe, readiness
 from engram_api.server.reload import PermissionWatcher
 from engram_api.server.tools import build_mcp
 from engram_api.settings import EngramSettings, ServerSettings
+from engram_contract.permissions import Operation
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +89,33 @@ class RequestIdMiddleware:
             request_id_var.reset(token)
 
 
+class StatelessOnly:
+    """In stateless mode there is no session and nothing to stream: GET /mcp (an SSE stream a
+    caller could hold open indefinitely) is refused with 405 before authentication."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["method"] == "GET"
+            and scope["path"].rstrip("/") == MCP_PATH
+        ):
+            response = JSONResponse(
+                {
+                    "error": "method_not_allowed",
+                    "error_description": "this MCP server is stateless: send JSON-RPC "
+                    "requests with POST; there is no event stream to GET",
+                },
+                status_code=405,
+                headers={"Allow": "POST"},
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 class ServerState:
     def __init__(self, settings: EngramSettings, metrics: Metrics, runtime: ToolRuntime) -> None:
         self.settings = settings
@@ -89,6 +124,47 @@ class ServerState:
         self.engine: Engine | None = None
         self.watcher: PermissionWatcher | None = None
         self.probe: EmbedderProbe | None = None
+        self.authenticator: Authenticator | None = None
+        # The local port of the metrics listener (whoever binds it sets it; 0: none).
+        self.metrics_port = settings.server.metrics_port
+
+
+class MetricsListener:
+    """/metrics answers on the metrics port only, and that port answers nothing else.
+
+    One app serves both listeners (one lifespan, one engine); requests are told apart by the
+    local port they arrived on, so /metrics is never reachable through the MCP port (or an
+    Ingress in front of it)."""
+
+    def __init__(self, app: ASGIApp, state: ServerState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        server = scope.get("server") or ("", 0)
+        on_metrics_port = bool(self.state.metrics_port) and server[1] == self.state.metrics_port
+        response: Response
+        if on_metrics_port and scope["path"] == "/metrics" and scope["method"] == "GET":
+            engine = self.state.engine
+            if engine is not None:
+                _, body = await readiness(engine, self.state.probe, self.state.watcher)
+                self.state.metrics.observe_degraded(body["degraded"])
+                await self.state.metrics.refresh(engine.store, engine.queue)
+            response = Response(self.state.metrics.render(), media_type=CONTENT_TYPE)
+        elif on_metrics_port or scope["path"] == "/metrics":
+            response = JSONResponse(
+                {"error": "not_found", "error_description": "/metrics has a port of its own"}
+                if not on_metrics_port
+                else {"error": "not_found", "error_description": "this port serves /metrics"},
+                status_code=404,
+            )
+        else:
+            await self.app(scope, receive, send)
+            return
+        await response(scope, receive, send)
 
 
 def create_app(settings: EngramSettings, *, default_agent: str = "main") -> FastAPI:
@@ -103,7 +179,11 @@ def create_app(settings: EngramSettings, *, default_agent: str = "main") -> Fast
             "the permission config binds ServiceAccounts but kubernetes_auth.enabled is false; "
             "ServiceAccount tokens will be refused"
         )
-    metrics = Metrics(max_scopes=s.metrics_max_scopes, cache_s=s.metrics_cache_s)
+    metrics = Metrics(
+        max_scopes=s.metrics_max_scopes,
+        cache_s=s.metrics_cache_s,
+        scope_names=s.metrics_scope_labels == "name",
+    )
     runtime = ToolRuntime(metrics=metrics, transport="http", default_agent=default_agent)
     state = ServerState(settings, metrics, runtime)
     mcp = build_mcp(runtime)
@@ -131,7 +211,7 @@ def create_app(settings: EngramSettings, *, default_agent: str = "main") -> Fast
             state.engine, state.watcher = engine, watcher
             state.probe = EmbedderProbe(engine.embedder, ttl_s=s.readiness_probe_ttl_s)
             runtime.engine = engine
-            guarded.authenticator = authenticator
+            guarded.authenticator = state.authenticator = authenticator
             watcher.start()
             try:
                 async with mcp.session_manager.run():
@@ -147,7 +227,7 @@ def create_app(settings: EngramSettings, *, default_agent: str = "main") -> Fast
                     )
                     yield
             finally:
-                guarded.authenticator = None
+                guarded.authenticator = state.authenticator = None
                 runtime.engine = None
                 state.engine = None
                 await watcher.stop()
@@ -168,18 +248,12 @@ def create_app(settings: EngramSettings, *, default_agent: str = "main") -> Fast
         return {"status": "ok"}
 
     @app.get("/readyz")
-    async def readyz() -> JSONResponse:
+    async def readyz(request: Request) -> JSONResponse:
         ready, body = await readiness(state.engine, state.probe, state.watcher)
         metrics.observe_degraded(body["degraded"])
+        if not await may_see_readiness_detail(state, request.headers.get("authorization")):
+            body = {"ready": ready}
         return JSONResponse(body, status_code=200 if ready else 503)
-
-    @app.get("/metrics")
-    async def prometheus() -> Response:
-        if state.engine is not None:
-            _, body = await readiness(state.engine, state.probe, state.watcher)
-            metrics.observe_degraded(body["degraded"])
-            await metrics.refresh(state.engine.store, state.engine.queue)
-        return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     @app.get("/.well-known/{name:path}")
     async def no_oauth_discovery(name: str) -> JSONResponse:
@@ -194,6 +268,19 @@ def create_app(settings: EngramSettings, *, default_agent: str = "main") -> Fast
             status_code=404,
         )
 
-    app.mount("/", guarded)
+    app.mount("/", StatelessOnly(guarded))
+    app.add_middleware(MetricsListener, state=state)
     app.add_middleware(RequestIdMiddleware)
     return app
+
+
+async def may_see_readiness_detail(state: ServerState, authorization: str | None) -> bool:
+    """Probes get ready or not; the parts (store, embedder, permission file, queue) only go to
+    a bearer token of an agent allowed ``status``."""
+    auth, engine = state.authenticator, state.engine
+    if not authorization or auth is None or engine is None or not auth.requires_token():
+        return False
+    who = await auth.authenticate(authorization)
+    if not isinstance(who, Identity) or who.agent is None:
+        return False
+    return Operation.status in engine.service.policy.policy_for(who.agent).operations

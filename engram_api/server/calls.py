@@ -72,7 +72,10 @@ class ToolRuntime:
         return self.require_engine().service
 
     def _request_scope(self, ctx: Context[Any, Any]) -> dict[str, Any] | None:
-        request = ctx.request_context.request
+        try:
+            request = ctx.request_context.request
+        except ValueError:
+            return None  # a call made in process, outside any request
         scope = getattr(request, "scope", None)
         return scope if isinstance(scope, dict) else None
 
@@ -134,24 +137,46 @@ class ToolRuntime:
                 f"internal error (request id {rid}); the server log has the details"
             ) from None
         finally:
-            elapsed = time.perf_counter() - started
-            failed = outcome not in ("ok", "queued")
-            self.metrics.observe_call(tool, outcome, elapsed, error=failed)
-            fields: dict[str, Any] = {
-                "request_id": rid,
-                "agent": agent_var.get(),
-                "tool": tool,
-                "outcome": outcome,
-                "duration_ms": round(elapsed * 1000, 2),
-                "transport": self.transport,
-                "auth": identity.method if identity else "none",
-            }
-            if identity is not None and identity.subject:
-                fields["subject"] = identity.subject
-            if scope:
-                fields["scope"] = _loggable_scope(scope)
-            if error:
-                fields["error"] = error
-            log.info("tool call", extra=fields)
+            self._record(tool, rid, outcome, started, identity=identity, scope=scope, error=error)
             agent_var.reset(agent_token)
             request_id_var.reset(rid_token)
+
+    def reject_arguments(self, tool: str, ctx: Context[Any, Any] | None, problem: str) -> str:
+        """Count and log a call whose arguments never reached the tool; the error text."""
+        started = time.perf_counter()
+        req_scope = self._request_scope(ctx) if ctx is not None else None
+        rid = (req_scope or {}).get(REQUEST_ID_KEY) or new_request_id()
+        error = f"{problem} (invalid_input)"
+        self._record(tool, rid, "invalid_input", started, identity=None, scope=None, error=error)
+        return error
+
+    def _record(
+        self,
+        tool: str,
+        rid: str,
+        outcome: str,
+        started: float,
+        *,
+        identity: Identity | None,
+        scope: str | None,
+        error: str,
+    ) -> None:
+        elapsed = time.perf_counter() - started
+        failed = outcome not in ("ok", "queued")
+        self.metrics.observe_call(tool, outcome, elapsed, error=failed)
+        fields: dict[str, Any] = {
+            "request_id": rid,
+            "agent": agent_var.get(),
+            "tool": tool,
+            "outcome": outcome,
+            "duration_ms": round(elapsed * 1000, 2),
+            "transport": self.transport,
+            "auth": identity.method if identity else "none",
+        }
+        if identity is not None and identity.subject:
+            fields["subject"] = identity.subject
+        if scope:
+            fields["scope"] = _loggable_scope(scope)
+        if error:
+            fields["error"] = error
+        log.info("tool call", extra=fields)

@@ -2,8 +2,10 @@
 memory counts by scope, type and state.
 
 Each app owns its registry (no process-global state), so several apps can live in one
-process (tests, benchmarks). Memory counts come from the store at scrape time, cached briefly
-so a tight scrape interval cannot turn into a load on the store.
+process (tests, benchmarks). Memory counts come from the store at scrape time, cached for at
+least a second (``metrics_cache_s``) so a tight scrape interval cannot turn into a load on the
+store. Scope labels are kinds unless names are asked for: a scope name such as ``dm:alice``
+says who has memories.
 """
 
 from __future__ import annotations
@@ -40,12 +42,27 @@ _LATENCY_BUCKETS: Final = (
 _STATES: Final = (("active", False), ("archived", True))
 
 
+def kind_labels(by_kind: dict[str, int], bare_dm: int) -> dict[str, int]:
+    """Counts by scope kind as labels that name no one: ``global``, ``dm`` (the shared bucket),
+    ``dm:*``, ``group:*``, ``agent:*``."""
+    out: dict[str, int] = {}
+    for kind, n in by_kind.items():
+        if kind == "global":
+            out["global"] = n
+        elif kind == "dm":
+            out["dm"], out["dm:*"] = bare_dm, n - bare_dm
+        else:
+            out[f"{kind}:*"] = n
+    return {k: v for k, v in out.items() if v > 0}
+
+
 class Metrics:
     def __init__(
         self,
         *,
         max_scopes: int = 100,
         cache_s: float = 10.0,
+        scope_names: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -117,8 +134,12 @@ class Metrics:
         )
         self.memories_by_scope = Gauge(
             "engram_memories_by_scope",
-            f"Memories by scope and state; scopes past the first {max_scopes} are summed as "
-            f"scope={OTHER_SCOPES!r}.",
+            (
+                f"Memories by scope and state; scopes past the first {max_scopes} are summed "
+                f"as scope={OTHER_SCOPES!r}."
+                if scope_names
+                else "Memories by scope kind (global, dm, dm:*, group:*, agent:*) and state."
+            ),
             ["scope", "state"],
             registry=r,
         )
@@ -134,6 +155,7 @@ class Metrics:
             registry=r,
         )
         self._max_scopes = max_scopes
+        self._scope_names = scope_names
         self._cache_s = cache_s
         self._clock = clock
         self._last_inventory: float | None = None
@@ -171,7 +193,11 @@ class Metrics:
         for state, archived in _STATES:
             match = Match(archived=archived)
             total = await store.count(match)
-            scopes = await store.facet("scope", match, limit=self._max_scopes)
+            if self._scope_names:
+                scopes = await store.facet("scope", match, limit=self._max_scopes)
+            else:
+                bare = await store.count(Match(scopes=frozenset({"dm"}), archived=archived))
+                scopes = kind_labels(await store.facet("scope_kind", match), bare)
             types = await store.facet("mem_type", match)
             counts.append((state, total, scopes, types))
         self.memories_by_scope.clear()

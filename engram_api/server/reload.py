@@ -93,8 +93,14 @@ class PermissionWatcher:
             return False
         try:
             config = load_permission_config(data.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            self._reject("rejected", str(exc), digest=digest)
+        except UnicodeDecodeError as exc:
+            self._reject(
+                "rejected", f"{self.path}: not UTF-8 text (byte {exc.start})", digest=digest
+            )
+            return False
+        except ValueError as exc:
+            # The message names line, key and rule, never the file's text.
+            self._reject("rejected", f"{self.path}: {exc}", digest=digest)
             return False
         self.policy.replace(config)
         self._digest = digest

@@ -14,11 +14,14 @@ from typing import Annotated, Any, Final, TypeVar
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from engram_api import __version__
 from engram_api.memory.model import Source
+from engram_api.server.arguments import bad_text
+from engram_api.server.arguments import describe as describe_invalid
 from engram_api.server.calls import ToolRuntime
 from engram_api.server.maintenance_tool import MODES, maintenance
 from engram_contract.permissions import MemType, Trust
@@ -346,8 +349,48 @@ def register_tools(mcp: MCPServer[Any], rt: ToolRuntime) -> None:
         )
 
 
+class EngramMCP(MCPServer[Any]):
+    """The SDK's server with arguments checked our way before a tool runs (see
+    :mod:`engram_api.server.arguments`): a bad one gets ``field: rule``, a log line and a
+    metric, like every other refused call."""
+
+    def __init__(self, rt: ToolRuntime, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._rt = rt
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        context: Context[Any, Any] | None = None,
+    ) -> Any:
+        if name not in KNOWN_TOOLS:
+            return await super().call_tool(name, arguments, context)
+        if (problem := bad_text(arguments)) is not None:
+            raise ToolError(self._rt.reject_arguments(name, context, problem))
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(
+                    self._rt.reject_arguments(name, context, describe_invalid(exc.__cause__))
+                ) from None
+            # The SDK prefixes our message with "Error executing tool <name>: "; the model
+            # should read the field and the rule first.
+            message = str(exc).removeprefix(f"Error executing tool {name}: ")
+            raise ToolError(message) from None
+
+
+KNOWN_TOOLS: Final = frozenset(
+    {"mem0_add", "mem0_search", "mem0_get_all", "mem0_status", "mem0_maintenance", "mem0_forget"}
+)
+
+
 def build_mcp(rt: ToolRuntime) -> MCPServer[Any]:
-    mcp: MCPServer[Any] = MCPServer(
+    mcp: MCPServer[Any] = EngramMCP(
+        rt,
         "engram",
         title="Engram",
         instructions=INSTRUCTIONS,

@@ -62,7 +62,9 @@ class Match:
     """A conjunction of conditions; ``None`` means "any".
 
     ``scopes`` and ``scope_kinds`` are OR-ed with each other: a point matches when its scope is
-    listed, or its scope kind is listed (that is how ``group:*`` reads every group).
+    listed, or its scope kind is listed (that is how ``group:*`` reads every group). A kind
+    stands for the scopes *with an id* of that kind, as the pattern ``<kind>:*`` does: the bare
+    ``dm`` bucket shares the kind ``dm`` with ``dm:<id>`` but only an exact ``dm`` selects it.
     """
 
     scopes: frozenset[str] | None = None
@@ -135,8 +137,26 @@ class Cond:
     ids: tuple[str, ...] | None = None
 
 
+@dataclass(frozen=True)
+class Unless:
+    """``cond`` holds and ``unless`` does not."""
+
+    cond: Cond
+    unless: Cond
+
+
+# Scopes whose kind field equals a kind that also has ``<kind>:<id>`` scopes, without an id:
+# a kind filter must leave them out (``dm:*`` does not cover the bare ``dm`` bucket).
+BARE_KIND_SCOPES: Final = ("dm",)
+
 # A conjunction; an inner tuple is a disjunction (scope OR scope kind).
-Conditions = list[Cond | tuple[Cond, ...]]
+Conditions = list[Cond | tuple[Cond | Unless, ...]]
+
+
+def _kind_cond(kind_key: str, scope_key: str, kinds: frozenset[str]) -> Cond | Unless:
+    cond = Cond(kind_key, values=tuple(sorted(kinds)))
+    bare = tuple(s for s in BARE_KIND_SCOPES if s in kinds)
+    return Unless(cond, Cond(scope_key, values=bare)) if bare else cond
 
 
 def conditions(m: Match) -> Conditions:
@@ -145,11 +165,11 @@ def conditions(m: Match) -> Conditions:
     live = uses_live_fields(m)
     scope_key, kind_key = ("live_scope", "live_scope_kind") if live else ("scope", "scope_kind")
     if m.scopes is not None or m.scope_kinds is not None:
-        either: list[Cond] = []
+        either: list[Cond | Unless] = []
         if m.scopes:
             either.append(Cond(scope_key, values=tuple(sorted(m.scopes))))
         if m.scope_kinds:
-            either.append(Cond(kind_key, values=tuple(sorted(m.scope_kinds))))
+            either.append(_kind_cond(kind_key, scope_key, m.scope_kinds))
         out.append(tuple(either) if either else (Cond("scope", values=(NOTHING,)),))
     for key, chosen in (("mem_type", m.mem_types), ("trust", m.trusts)):
         if chosen is not None:

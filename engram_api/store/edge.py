@@ -51,6 +51,7 @@ from .base import (
     SparseVec,
     StoredPoint,
     StoreError,
+    Unless,
     conditions,
     ids_needing_scope,
     live_updates,
@@ -112,11 +113,17 @@ def _edge_cond(c: Cond) -> Any:
     return qe.FieldCondition(c.key, range=qe.RangeFloat(lt=c.lt, gte=c.gte))
 
 
+def _edge_part(c: Cond | Unless) -> Any:
+    if isinstance(c, Unless):
+        return qe.Filter(must=[_edge_cond(c.cond)], must_not=[_edge_cond(c.unless)])
+    return _edge_cond(c)
+
+
 def edge_filter(m: Match) -> qe.Filter:
     must = [
         _edge_cond(c)
         if isinstance(c, Cond)
-        else (_edge_cond(c[0]) if len(c) == 1 else qe.Filter(should=[_edge_cond(x) for x in c]))
+        else (_edge_part(c[0]) if len(c) == 1 else qe.Filter(should=[_edge_part(x) for x in c]))
         for c in conditions(m)
     ]
     return qe.Filter(must=must)

@@ -30,6 +30,7 @@ from .base import (
     SparseVec,
     StoredPoint,
     StoreError,
+    Unless,
     conditions,
     ids_needing_scope,
     live_updates,
@@ -51,11 +52,17 @@ def _client_cond(c: Cond) -> Any:
     return models.FieldCondition(key=c.key, range=models.Range(lt=c.lt, gte=c.gte))
 
 
+def _client_part(c: Cond | Unless) -> Any:
+    if isinstance(c, Unless):
+        return models.Filter(must=[_client_cond(c.cond)], must_not=[_client_cond(c.unless)])
+    return _client_cond(c)
+
+
 def client_filter(m: Match) -> models.Filter:
     must = [
         _client_cond(c)
         if isinstance(c, Cond)
-        else models.Filter(should=[_client_cond(x) for x in c])
+        else models.Filter(should=[_client_part(x) for x in c])
         for c in conditions(m)
     ]
     return models.Filter(must=must)

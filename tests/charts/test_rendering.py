@@ -138,11 +138,39 @@ def test_service_monitor_scrapes_the_mcp_service_metrics_port(
     service = rendered.get("Service", "engram")
     selector = monitor["spec"]["selector"]["matchLabels"]
     assert selector.items() <= service["metadata"]["labels"].items()
-    port_names = {p["name"] for p in service["spec"]["ports"]}
-    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["http"]
-    assert "http" in port_names
+    ports = {p["name"]: p for p in service["spec"]["ports"]}
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["metrics"]
+    assert ports["metrics"]["port"] == 9464
     assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
+
+
+def test_the_ingress_routes_only_the_mcp_port_never_the_metrics_port(
+    rendered_scenario: Callable[[str], Rendered],
+) -> None:
+    rendered = rendered_scenario("ingress-values")
+    service = rendered.get("Service", "engram")
+    ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
+    ingress = rendered.get("Ingress", "engram")
+    backends = {
+        path["backend"]["service"]["port"]["number"]
+        for rule in ingress["spec"]["rules"]
+        for path in rule["http"]["paths"]
+    }
+    assert backends == {ports["http"]}
+    assert ports["metrics"] not in backends
+
+
+def test_the_service_listens_for_metrics_on_all_addresses_with_scope_kinds(
+    default_render: Rendered,
+) -> None:
+    pod = default_render.get("StatefulSet", "engram")["spec"]["template"]["spec"]
+    container = next(c for c in pod["containers"] if c["name"] == "engram")
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["ENGRAM_SERVER__METRICS_HOST"] == "0.0.0.0"
+    assert env["ENGRAM_SERVER__METRICS_PORT"] == "9464"
+    assert env["ENGRAM_SERVER__METRICS_SCOPE_LABELS"] == "kind"
+    assert {"name": "metrics", "containerPort": 9464, "protocol": "TCP"} in container["ports"]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

@@ -88,7 +88,8 @@ def test_the_agents_service_is_named_after_the_release_and_serves_the_mcp_pods(
 ) -> None:
     service = default_render.get("Service", "engram")
     assert service["spec"]["ports"] == [
-        {"name": "http", "port": 8765, "targetPort": "http", "protocol": "TCP"}
+        {"name": "http", "port": 8765, "targetPort": "http", "protocol": "TCP"},
+        {"name": "metrics", "port": 9464, "targetPort": "metrics", "protocol": "TCP"},
     ]
     assert labels_match(
         {"matchLabels": service["spec"]["selector"]}, _pod_labels(_mcp(default_render))
@@ -164,7 +165,9 @@ def test_qdrant_network_policy_admits_engram_pods_and_refuses_others(
     assert not _policy_allows(policy, mcp_pods, "p2p")
 
 
-def test_mcp_network_policy_opens_only_the_mcp_port(default_render: Rendered) -> None:
+def test_mcp_network_policy_opens_only_the_mcp_and_metrics_ports(
+    default_render: Rendered,
+) -> None:
     policy = default_render.get("NetworkPolicy", "engram")
     mcp_pods = _pod_labels(_mcp(default_render))
     assert labels_match(policy["spec"]["podSelector"], mcp_pods)
@@ -173,6 +176,7 @@ def test_mcp_network_policy_opens_only_the_mcp_port(default_render: Rendered) ->
         _pod_labels(default_render.get("StatefulSet", "engram-qdrant")),
     )
     assert _policy_allows(policy, STRANGER_LABELS, "http")
+    assert _policy_allows(policy, STRANGER_LABELS, "metrics")
     assert not _policy_allows(policy, STRANGER_LABELS, "metrics-admin")
 
 

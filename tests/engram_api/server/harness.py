@@ -99,6 +99,12 @@ def write_config(path: Path, config: PermissionConfig) -> Path:
 class RunningServer:
     app: FastAPI
     base_url: str
+    # The /metrics listener (its own port).
+    metrics_base_url: str = ""
+
+    @property
+    def metrics_url(self) -> str:
+        return self.metrics_base_url + "/metrics"
 
     @property
     def mcp_url(self) -> str:
@@ -122,21 +128,30 @@ async def serve(settings: EngramSettings, **app_kwargs: Any) -> AsyncIterator[Ru
     app = create_app(settings, **app_kwargs)
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that say they are TCP,
     # and without it every response waits ~40 ms for a delayed ACK.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
+    socks = []
+    for _ in range(2):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.bind(("127.0.0.1", 0))
+        socks.append(sock)
+    port, metrics_port = (s.getsockname()[1] for s in socks)
+    app.state.engram.metrics_port = metrics_port
     server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on"))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
+    task = asyncio.create_task(server.serve(sockets=socks))
     try:
         await wait_until(lambda: server.started or task.done(), within=30)
         if task.done():
             task.result()
             raise AssertionError("the server stopped during startup")
-        yield RunningServer(app=app, base_url=f"http://127.0.0.1:{port}")
+        yield RunningServer(
+            app=app,
+            base_url=f"http://127.0.0.1:{port}",
+            metrics_base_url=f"http://127.0.0.1:{metrics_port}",
+        )
     finally:
         server.should_exit = True
         await asyncio.wait_for(task, timeout=30)
-        sock.close()
+        for sock in socks:
+            sock.close()
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:

@@ -16,9 +16,17 @@ from engram_api.embeddings.config import EmbeddingSettings, ProviderSettings
 from engram_api.resilience import ResilienceSettings
 from engram_api.server.logs import JsonFormatter
 from engram_api.settings import EngramSettings, StoreSettings
-from tests.engram_api.server.harness import RunningServer, call, call_error, serve
+from tests.engram_api.server.harness import (
+    ALPHA_TOKEN,
+    RunningServer,
+    call,
+    call_error,
+    serve,
+)
 
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+# /readyz shows its parts only to an agent allowed `status`.
+DETAIL = {"authorization": f"Bearer {ALPHA_TOKEN}"}
 HEADERS = {
     "content-type": "application/json",
     "accept": "application/json, text/event-stream",
@@ -27,19 +35,27 @@ HEADERS = {
 
 
 async def test_healthz_and_readyz_answer_when_everything_is_up(
-    local_server: RunningServer,
+    token_server: RunningServer,
 ) -> None:
-    async with httpx.AsyncClient(base_url=local_server.base_url) as http:
+    async with httpx.AsyncClient(base_url=token_server.base_url) as http:
         health = await http.get("/healthz")
-        ready = await http.get("/readyz")
+        ready = await http.get("/readyz", headers=DETAIL)
     assert health.json() == {"status": "ok"}
     body = ready.json()
     assert ready.status_code == 200
     assert body["ready"] is True
     assert body["store"] == {"kind": "embedded", "ready": True}
     assert body["embedder"]["ready"] is True
-    assert body["permissions"]["source"] == "built-in"
+    assert body["permissions"]["source"].endswith("permissions.yaml")
     assert body["queue"]["depth"] == 0
+
+
+async def test_readyz_on_a_local_server_says_only_ready_or_not(
+    local_server: RunningServer,
+) -> None:
+    async with httpx.AsyncClient(base_url=local_server.base_url) as http:
+        ready = await http.get("/readyz", headers={"authorization": "Bearer anything"})
+    assert ready.json() == {"ready": True}
 
 
 def _down_embedder() -> EmbeddingSettings:
@@ -71,17 +87,16 @@ async def test_a_down_embedder_queues_writes_degrades_search_and_stays_ready_say
             status = await call(client, "mem0_status")
         async with httpx.AsyncClient(base_url=running.base_url) as http:
             ready = await http.get("/readyz")
-            metrics = (await http.get("/metrics")).text
+            metrics = (await http.get(running.metrics_url)).text
     assert queued["queued"] is True
     assert queued["write_id"]
     assert found["degraded"] is True
     assert "lexical results only" in found["reason"]
     assert status["queue"]["depth"] == 1
     # Ready means "can accept work": the write above was accepted (queued), so the replica
-    # stays in the Service and names what is degraded.
+    # stays in the Service; what is degraded is in the metrics (and the detail, for status).
     assert ready.status_code == 200
-    assert ready.json()["embedder"]["ready"] is False
-    assert ready.json()["degraded"] == ["embedder"]
+    assert ready.json() == {"ready": True}
     assert 'engram_degraded{part="embedder"} 1.0' in metrics
     assert 'engram_degraded{part="store"} 0.0' in metrics
     assert "engram_queue_depth 1.0" in metrics
@@ -105,11 +120,10 @@ async def test_a_down_qdrant_server_keeps_the_replica_ready_and_queues_writes(
             )
         async with httpx.AsyncClient(base_url=running.base_url) as http:
             ready = await http.get("/readyz")
-            metrics = (await http.get("/metrics")).text
+            metrics = (await http.get(running.metrics_url)).text
     assert queued["queued"] is True
     assert ready.status_code == 200
-    assert ready.json()["degraded"] == ["store"]
-    assert ready.json()["store"]["ready"] is False
+    assert ready.json() == {"ready": True}
     assert 'engram_degraded{part="store"} 1.0' in metrics
 
 
@@ -130,7 +144,7 @@ async def test_metrics_count_calls_errors_latency_and_memories(
         await call(client, "mem0_search", query="standup")
         await client.call_tool("mem0_add", {"content": "x", "scope": "all"})
     async with httpx.AsyncClient(base_url=local_server.base_url) as http:
-        resp = await http.get("/metrics")
+        resp = await http.get(local_server.metrics_url)
     text = resp.text
     assert resp.headers["content-type"].startswith("text/plain")
     assert 'engram_tool_calls_total{outcome="ok",tool="mem0_add"} 3.0' in text
@@ -139,21 +153,24 @@ async def test_metrics_count_calls_errors_latency_and_memories(
     assert 'engram_tool_duration_seconds_count{tool="mem0_search"} 1.0' in text
     assert 'engram_memories{state="active"} 2.0' in text
     assert 'engram_memories{state="archived"} 1.0' in text
-    assert 'engram_memories_by_scope{scope="group:a",state="active"} 1.0' in text
+    # Kinds, not names: a scope name says who has memories.
+    assert 'engram_memories_by_scope{scope="group:*",state="active"} 1.0' in text
+    assert 'engram_memories_by_scope{scope="global",state="active"} 1.0' in text
+    assert "group:a" not in text
     assert 'engram_memories_by_type{mem_type="preference",state="active"} 1.0' in text
     assert "engram_queue_depth 0.0" in text
 
 
-async def test_scopes_past_the_label_limit_are_summed_as_other(
+async def test_with_scope_names_opted_in_scopes_past_the_label_limit_are_summed_as_other(
     make_settings: Callable[..., EngramSettings],
 ) -> None:
-    async with serve(make_settings(metrics_max_scopes=2)) as running:
+    async with serve(make_settings(metrics_max_scopes=2, metrics_scope_labels="name")) as running:
         async with running.client() as client:
             for i, n in enumerate((3, 2, 1)):
                 for j in range(n):
                     await call(client, "mem0_add", content=f"note {i}.{j}", scope=f"group:g{i}")
         async with httpx.AsyncClient(base_url=running.base_url) as http:
-            text = (await http.get("/metrics")).text
+            text = (await http.get(running.metrics_url)).text
     assert 'engram_memories_by_scope{scope="group:g0",state="active"} 3.0' in text
     assert 'engram_memories_by_scope{scope="group:g1",state="active"} 2.0' in text
     assert 'engram_memories_by_scope{scope="_other",state="active"} 1.0' in text
@@ -244,3 +261,30 @@ async def test_allowed_hosts_from_settings_are_accepted(
         )
     assert named.status_code == 200
     assert other.status_code == 421
+
+
+async def test_metrics_label_dm_scopes_by_kind_and_cache_the_counts(
+    make_settings: Callable[..., EngramSettings],
+) -> None:
+    async with serve(make_settings(metrics_cache_s=3600)) as local_server:
+        await _kinds_and_cache(local_server)
+
+
+async def _kinds_and_cache(local_server: RunningServer) -> None:
+    async with local_server.client() as client:
+        await call(client, "mem0_add", content="shared inbox note", scope="dm")
+        await call(client, "mem0_add", content="alice likes tea", scope="dm:alice")
+        await call(client, "mem0_add", content="bob likes coffee", scope="dm:bob")
+        await call(client, "mem0_add", content="own note", scope="agent:devops", agent="devops")
+    async with httpx.AsyncClient() as http:
+        text = (await http.get(local_server.metrics_url)).text
+        async with local_server.client() as client:
+            await call(client, "mem0_add", content="carol likes juice", scope="dm:carol")
+        cached = (await http.get(local_server.metrics_url)).text
+    assert 'engram_memories_by_scope{scope="dm",state="active"} 1.0' in text
+    assert 'engram_memories_by_scope{scope="dm:*",state="active"} 2.0' in text
+    assert 'engram_memories_by_scope{scope="agent:*",state="active"} 1.0' in text
+    assert "alice" not in text
+    assert "devops" not in text
+    # Within metrics_cache_s a scrape reuses the counts instead of querying the store again.
+    assert 'engram_memories_by_scope{scope="dm:*",state="active"} 2.0' in cached

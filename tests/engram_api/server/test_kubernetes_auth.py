@@ -172,7 +172,7 @@ async def test_an_unreachable_api_server_is_503_and_not_cached(
         headers = HEADERS | {"authorization": f"Bearer {SA_TOKEN}"}
         first = await http.post(running.mcp_url, json=LIST, headers=headers)
         second = await http.post(running.mcp_url, json=LIST, headers=headers)
-        metrics = (await http.get(running.base_url + "/metrics")).text
+        metrics = (await http.get(running.metrics_url)).text
     assert first.status_code == 503
     assert first.headers["retry-after"] == "5"
     assert second.status_code == 503

@@ -30,6 +30,9 @@ HEADERS = {
     "mcp-protocol-version": "2025-06-18",
 }
 
+# /readyz shows its parts only to an agent allowed `status` (alpha is).
+DETAIL = {"authorization": f"Bearer {ALPHA_TOKEN}"}
+
 
 async def _status_code(url: str, token: str) -> int:
     async with httpx.AsyncClient() as http:
@@ -62,7 +65,7 @@ async def test_a_new_agent_token_works_after_the_file_changes(
         async with running.client(GAMMA_TOKEN) as client:
             out = await call(client, "mem0_add", content="Gamma joined the team", scope="global")
         async with httpx.AsyncClient() as http:
-            metrics = (await http.get(running.base_url + "/metrics")).text
+            metrics = (await http.get(running.metrics_url)).text
     assert out["memory"]["agent"] == "gamma"
     assert 'engram_permission_reloads_total{result="applied"} 1.0' in metrics
 
@@ -100,14 +103,14 @@ async def test_an_invalid_file_is_rejected_logged_and_the_last_good_config_stays
         )
 
         async def rejected() -> bool:
-            body = (await http.get(running.base_url + "/readyz")).json()
+            body = (await http.get(running.base_url + "/readyz", headers=DETAIL)).json()
             return "rejected_update" in body["permissions"]
 
         await wait_until(rejected)
-        ready = await http.get(running.base_url + "/readyz")
+        ready = await http.get(running.base_url + "/readyz", headers=DETAIL)
         still_alpha = await _status_code(running.mcp_url, ALPHA_TOKEN)
         still_beta = await _status_code(running.mcp_url, BETA_TOKEN)
-        metrics = (await http.get(running.base_url + "/metrics")).text
+        metrics = (await http.get(running.metrics_url)).text
     assert ready.status_code == 200
     assert "agents.alpha.read" in ready.json()["permissions"]["rejected_update"]
     assert (still_alpha, still_beta) == (200, 200)
@@ -138,7 +141,7 @@ async def test_a_reload_under_load_drops_no_request(
         async with httpx.AsyncClient() as http:
 
             async def digest() -> str:
-                body = (await http.get(running.base_url + "/readyz")).json()
+                body = (await http.get(running.base_url + "/readyz", headers=DETAIL)).json()
                 return str(body["permissions"]["digest"])
 
             for i in range(5):
@@ -153,6 +156,6 @@ async def test_a_reload_under_load_drops_no_request(
                 await wait_until(applied)
             stop.set()
             await asyncio.gather(*workers)
-            metrics = (await http.get(running.base_url + "/metrics")).text
+            metrics = (await http.get(running.metrics_url)).text
     assert 'engram_permission_reloads_total{result="applied"} 5.0' in metrics
     assert answered > 0

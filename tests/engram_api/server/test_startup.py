@@ -124,13 +124,14 @@ def _free_port() -> int:
 async def test_engram_serve_runs_as_a_process_logs_json_and_stops_on_sigterm(
     tmp_path: Path,
 ) -> None:
-    port = _free_port()
+    port, metrics_port = _free_port(), _free_port()
     env = {
         "PATH": os.environ.get("PATH", ""),
         "HOME": str(tmp_path),
         "ENGRAM_DATA_DIR": str(tmp_path / "data"),
         "ENGRAM_EMBEDDINGS__PRIMARY__PROVIDER": "hash",
         "ENGRAM_SERVER__PORT": str(port),
+        "ENGRAM_SERVER__METRICS_PORT": str(metrics_port),
     }
     proc = await asyncio.create_subprocess_exec(
         ENGRAM, "serve", env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
@@ -147,6 +148,8 @@ async def test_engram_serve_runs_as_a_process_logs_json_and_stops_on_sigterm(
 
             await wait_until(healthy, within=60)
             ready = await http.get(f"http://127.0.0.1:{port}/readyz")
+            metrics = await http.get(f"http://127.0.0.1:{metrics_port}/metrics")
+            not_on_main = await http.get(f"http://127.0.0.1:{port}/metrics")
         proc.send_signal(signal.SIGTERM)
         out, err = await asyncio.wait_for(proc.communicate(), timeout=30)
     finally:
@@ -154,6 +157,9 @@ async def test_engram_serve_runs_as_a_process_logs_json_and_stops_on_sigterm(
             proc.kill()
             await proc.communicate()
     assert ready.status_code == 200
+    assert ready.json() == {"ready": True}
+    assert "engram_tool_calls" in metrics.text
+    assert not_on_main.status_code == 404
     # uvicorn shuts down gracefully, then re-raises the signal so the parent sees it.
     assert proc.returncode in (0, -signal.SIGTERM)
     assert out == b""

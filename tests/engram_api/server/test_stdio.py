@@ -92,4 +92,4 @@ async def test_stdio_with_an_invalid_permission_file_exits_2_naming_it(tmp_path:
     out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
     assert proc.returncode == 2
     assert out == b""
-    assert f"engram: error: permissions_file {perms}: agents" in err.decode()
+    assert f"engram: error: permissions_file {perms}: line 1: agents" in err.decode()

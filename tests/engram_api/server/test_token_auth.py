@@ -86,8 +86,32 @@ async def test_no_oauth_discovery_is_advertised_so_clients_send_their_header(
 async def test_health_endpoints_need_no_token(token_server: RunningServer) -> None:
     async with httpx.AsyncClient(base_url=token_server.base_url) as http:
         assert (await http.get("/healthz")).status_code == 200
-        assert (await http.get("/readyz")).status_code == 200
-        assert (await http.get("/metrics")).status_code == 200
+        ready = await http.get("/readyz")
+        assert (await http.get(token_server.metrics_url)).status_code == 200
+    assert ready.status_code == 200
+
+
+async def test_readyz_without_a_token_says_ready_or_not_and_nothing_more(
+    token_server: RunningServer,
+) -> None:
+    async with httpx.AsyncClient(base_url=token_server.base_url) as http:
+        bare = await http.get("/readyz")
+        wrong = await http.get("/readyz", headers={"authorization": "Bearer not-a-token"})
+        # beta may not call status: a valid token is not enough to see the parts.
+        beta = await http.get("/readyz", headers={"authorization": f"Bearer {BETA_TOKEN}"})
+        alpha = await http.get("/readyz", headers={"authorization": f"Bearer {ALPHA_TOKEN}"})
+    assert bare.json() == wrong.json() == beta.json() == {"ready": True}
+    assert alpha.json()["ready"] is True
+    assert alpha.json()["store"]["ready"] is True
+    assert "digest" in alpha.json()["permissions"]
+
+
+async def test_metrics_are_not_served_on_the_mcp_port(token_server: RunningServer) -> None:
+    async with httpx.AsyncClient() as http:
+        main = await http.get(token_server.base_url + "/metrics")
+        other = await http.get(token_server.metrics_base_url + "/mcp")
+    assert main.status_code == 404
+    assert other.status_code == 404
 
 
 async def test_the_mcp_client_without_a_token_is_refused(token_server: RunningServer) -> None:
@@ -96,7 +120,7 @@ async def test_the_mcp_client_without_a_token_is_refused(token_server: RunningSe
             await client.list_tools()
     assert info.group_contains(MCPError)
     async with httpx.AsyncClient() as http:
-        text = (await http.get(token_server.base_url + "/metrics")).text
+        text = (await http.get(token_server.metrics_url)).text
     assert 'engram_auth_failures_total{reason="missing"}' in text
 
 
@@ -156,6 +180,6 @@ async def test_auth_failures_are_counted_by_reason(token_server: RunningServer) 
                 headers=HEADERS | {"authorization": "Bearer wrong"},
             ),
         )
-        text = (await http.get(token_server.base_url + "/metrics")).text
+        text = (await http.get(token_server.metrics_url)).text
     assert 'engram_auth_failures_total{reason="missing"} 1.0' in text
     assert 'engram_auth_failures_total{reason="unknown_token"} 1.0' in text
