@@ -144,16 +144,25 @@ async def check_collection(store: MemoryStore, emb: Embedder, collection: str) -
 
 @contextlib.asynccontextmanager
 async def open_engine(
-    settings: EngramSettings, *, background: bool = True, embedder: Embedder | None = None
+    settings: EngramSettings,
+    *,
+    background: bool = True,
+    embedder: Embedder | None = None,
+    holder: str = "",
+    control: bool = False,
 ) -> AsyncIterator[Engine]:
-    """Open everything, yield the engine, close everything in reverse order."""
+    """Open everything, yield the engine, close everything in reverse order.
+
+    ``holder`` says what this process is in the data-dir lock (a second one names it);
+    ``control``: this process will answer CLI commands on the control socket.
+    """
     try:
         guard = SecretGuard(settings.guards.extra_secret_patterns)
     except SecretPatternError as exc:
         raise SettingsError(str(exc)) from None
     policy = PolicyEngine(load_permissions(settings.permissions_file))
     lock = DataDirLock(settings.data_dir)
-    lock.acquire()
+    lock.acquire(holder, control=control)
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(lock.release)
         emb = embedder or build_embedder(settings)

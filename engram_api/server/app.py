@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
@@ -20,6 +20,7 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram_api import __version__
+from engram_api.control import Handler, serve_control
 from engram_api.runtime import Engine, load_permissions, open_engine
 from engram_api.server.auth import Authenticator, AuthMiddleware, check_bind_safety, is_loopback
 from engram_api.server.calls import ToolRuntime
@@ -91,8 +92,17 @@ class ServerState:
         self.probe: EmbedderProbe | None = None
 
 
-def create_app(settings: EngramSettings, *, default_agent: str = "main") -> FastAPI:
-    """Build the app; raises StartupError when the bind would be open to anyone."""
+def create_app(
+    settings: EngramSettings,
+    *,
+    default_agent: str = "main",
+    control_handlers: Mapping[str, Handler] | None = None,
+) -> FastAPI:
+    """Build the app; raises StartupError when the bind would be open to anyone.
+
+    ``control_handlers``: CLI commands this process runs for an ``engram`` started beside it
+    (:mod:`engram_api.control`).
+    """
     s = settings.server
     config = load_permissions(settings.permissions_file)
     check_bind_safety(settings, config)
@@ -119,7 +129,16 @@ def create_app(settings: EngramSettings, *, default_agent: str = "main") -> Fast
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_engine(settings) as engine:
+        async with (
+            open_engine(
+                settings,
+                holder=f"engram serve at http://{s.host}:{s.port}{MCP_PATH}",
+                control=control_handlers is not None,
+            ) as engine,
+            serve_control(engine, settings.data_dir, control_handlers)
+            if control_handlers is not None
+            else contextlib.nullcontext(),
+        ):
             policy = engine.service.policy
             authenticator = Authenticator(settings, policy)
             if authenticator.reviewer is not None:
