@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from engram_api.datadir import DataDirLock
-from engram_api.embeddings.base import Embedder, EmbeddingConfigError
+from engram_api.embeddings.base import Embedder, EmbeddingConfigError, EmbeddingError
 from engram_api.embeddings.chain import EmbedderChain
 from engram_api.errors import EngramError
 from engram_api.memory.guards import SecretGuard, SecretPatternError
 from engram_api.memory.policy import PolicyEngine
 from engram_api.memory.queue import DurableQueue
-from engram_api.memory.reembed import resolve_embedded
+from engram_api.memory.reembed import repair_stray_vectors, resolve_embedded
 from engram_api.memory.service import MemoryService, PreparedWrite
 from engram_api.settings import EngramSettings, SettingsError
 from engram_api.store.base import MemoryStore, SchemaMismatch, StoreError
@@ -196,6 +196,10 @@ async def open_engine(
         service.queue = queue
         if background:
             queue.start()
+            repair = asyncio.get_running_loop().create_task(
+                _repair_until_done(store, service.embedder)
+            )
+            stack.push_async_callback(_cancel, repair)
         try:
             yield Engine(settings=settings, service=service, queue=queue, store=store, embedder=emb)
         finally:
@@ -214,6 +218,31 @@ async def open_store(store: MemoryStore, emb: Embedder, collection: str = "") ->
         raise StartupError(str(exc)) from None
     for note in notes:
         log.warning("%s", note)
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def _repair_until_done(store: MemoryStore, emb: Embedder) -> None:
+    """Give memories embedded by another model the collection model's vectors, retrying
+    while the store or that model is down (see :func:`repair_stray_vectors`)."""
+    delay = 1.0
+    while True:
+        try:
+            repaired = await repair_stray_vectors(store, emb)
+        except (StoreError, EmbeddingError) as exc:
+            log.info("stray vectors not repaired yet (%s); retrying in %.0f s", exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 300.0)
+            continue
+        if repaired:
+            log.warning(
+                "re-embedded %d memories with %s (vectors of another model)", repaired, emb.model_id
+            )
+        return
 
 
 async def _reopen_until_ready(store: MemoryStore, emb: Embedder, collection: str) -> None:

@@ -163,8 +163,8 @@ class EmbedderChain:
             described = ", ".join(f"{n} from {m}" for m, n in sorted(stray.items()))
             notes.append(
                 f"collection {collection!r} also holds vectors of other models ({described}), "
-                f"not comparable with {self.model_id}'s; dense search misranks them until "
-                f"`engram reembed --to {self.model_id}` rebuilds them"
+                f"not comparable with {self.model_id}'s; a running server re-embeds them with "
+                f"{self.model_id} in the background"
             )
         return notes
 

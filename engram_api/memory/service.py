@@ -302,7 +302,7 @@ class MemoryService:
                 # with vectors of a different space and rank unrelated memories first.
                 degraded.append(
                     f"embedder unavailable for {self.embedder.model_id} (the model this "
-                    f"collection's vectors come from); lexical (BM25) results only: {exc}"
+                    f"collection's vectors come from); lexical results only (BM25): {exc}"
                 )
                 mode = "sparse"
         sparse = self.sparse.query(q)

@@ -436,6 +436,18 @@ class EdgeStore:
 
         await self._run(lambda: self._apply(qe.UpdateOperation.delete_points(list(ids)), ()))
 
+    async def set_vectors(self, vectors: Sequence[tuple[str, DenseVector]]) -> None:
+        if not vectors:
+            return
+        ops = [
+            qe.PointVectors(pid, {DENSE: np.asarray(v, dtype=np.float32).tolist()})
+            for pid, v in vectors
+        ]
+        await self._run(
+            lambda: self._apply(qe.UpdateOperation.update_vectors(ops), [pid for pid, _ in vectors])
+        )
+        self._maybe_index()
+
     # --- HNSW index builds (see edge_index for the directory protocol) ---
 
     def index_status(self) -> IndexStatus:

@@ -69,7 +69,7 @@ class Outage:
         return await self.inner.embed_query(text)
 
     async def aclose(self) -> None:
-        return None
+        return None  # the real model is shared by the module's tests
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +123,7 @@ async def test_during_a_primary_outage_search_is_lexical_and_says_so_never_fallb
             agent="main", query="Who is allergic to peanuts", limit=3
         )
         assert down["degraded"] is True
-        assert "lexical (BM25)" in down["reason"]
+        assert "lexical results only (BM25)" in down["reason"]
         assert local.model_id in down["reason"]
         # The lexical answer still finds the peanut allergy; nothing is ranked by the
         # fallback's vectors, so the unrelated team lead is not offered as a match.
@@ -204,9 +204,9 @@ async def test_a_chain_with_primary_and_fallback_swapped_refuses_to_start(
 ) -> None:
     s = settings(tmp_path)
     hashing = HashingEmbedder(local.dimension)
-    async with open_engine(s, background=False, embedder=EmbedderChain([local])) as engine:
+    async with open_engine(s, background=False, embedder=EmbedderChain([Outage(local)])) as engine:
         await add_all(engine, PEOPLE[:2])
-    swapped = EmbedderChain([hashing, local])
+    swapped = EmbedderChain([hashing, Outage(local)])
     with pytest.raises(StartupError) as err:
         async with open_engine(s, background=False, embedder=swapped):
             pass
@@ -219,7 +219,7 @@ async def test_a_chain_with_primary_and_fallback_swapped_refuses_to_start(
 async def test_a_fallback_of_another_model_is_named_at_startup(
     tmp_path: Path, local: LocalEmbedder, caplog: pytest.LogCaptureFixture
 ) -> None:
-    chain = EmbedderChain([local, HashingEmbedder(local.dimension)])
+    chain = EmbedderChain([Outage(local), HashingEmbedder(local.dimension)])
     async with open_engine(settings(tmp_path), background=False, embedder=chain):
         pass
     assert any(
@@ -256,3 +256,45 @@ async def test_a_collection_holding_memories_of_another_dimension_is_a_startup_e
     with pytest.raises(StartupError, match="holds 384-dimensional vectors"):
         async with open_engine(s, background=False, embedder=HashingEmbedder(768)):
             pass
+
+
+async def test_vectors_an_older_release_stored_from_a_fallback_are_re_embedded_in_the_background(
+    tmp_path: Path, local: LocalEmbedder
+) -> None:
+    from engram_api.store.base import PointWrite
+    from tests.engram_api.server.harness import wait_until
+
+    s = settings(tmp_path, search_mode="dense")
+    hashing = HashingEmbedder(local.dimension)
+    text = "Dana is allergic to shellfish"
+    async with open_engine(s, background=False, embedder=EmbedderChain([Outage(local)])) as engine:
+        await add_all(engine, PEOPLE)
+        # What an older release wrote during a primary outage: the fallback's vector, in the
+        # primary's collection (found by no primary search).
+        out = await engine.service.add(agent="main", content="placeholder", scope="global")
+        [point] = await engine.store.retrieve([out["id"]])
+        [wrong] = await hashing.embed_documents([text])
+        payload = {**point.payload, "content": text, "embedding_model": hashing.model_id}
+        await engine.store.upsert(
+            [PointWrite(point.id, wrong, engine.service.sparse.document(text), payload)]
+        )
+        await engine.service.forget(agent="main", memory_id=point.id, reason="kept archived")
+
+    async with open_engine(s, background=True, embedder=EmbedderChain([Outage(local)])) as engine:
+
+        async def repaired() -> bool:
+            models = await engine.store.facet("embedding_model", Match(archived=None))
+            return models == {local.model_id: len(PEOPLE) + 1}
+
+        await wait_until(repaired, within=60)
+        [after] = await engine.store.retrieve([point.id], with_vectors=True)
+        # Only the vector and its model changed: the forget made meanwhile is kept.
+        assert after.payload["archived"] == 1
+        assert after.payload["content"] == text
+        [direct] = await local.embed_documents([text])
+        assert after.dense is not None
+        assert float(np.dot(after.dense, direct)) > 0.999
+        await engine.service.restore(agent="main", memory_id=point.id)
+        found = await engine.service.search(agent="main", query="who cannot eat shellfish?")
+        assert found["degraded"] is False
+        assert found["results"][0]["content"] == text
