@@ -18,7 +18,6 @@ import uuid
 from pathlib import Path
 from typing import Any, Final
 
-from engram_api.embeddings.base import Embedder
 from engram_api.errors import Conflict, EngramError
 from engram_api.memory.model import rfc3339, utc_now
 from engram_api.runtime import Engine
@@ -35,9 +34,8 @@ from .portable import (
 )
 from .progress import Progress, no_progress
 from .report import MaintenanceReport, save_report
-from .restore import check_models, load_export, validate_export
-from .restore import restore as restore_checked
-from .snapshots import SnapshotServer, snapshot_backup
+from .restore import check_models, load_export, restore, validate_export
+from .snapshots import snapshot_backup, snapshot_server
 
 EXPORT_PREFIX: Final = "export-"
 
@@ -53,11 +51,6 @@ def backup_dir(settings: EngramSettings) -> Path:
         return configured
     data = settings.data_dir.expanduser().absolute()
     return data.with_name(data.name + "-backups")
-
-
-def snapshot_server(settings: EngramSettings) -> SnapshotServer:
-    key = settings.store.api_key.get_secret_value() if settings.store.api_key else None
-    return SnapshotServer(settings.store.url, key, settings.maintenance.backup.timeout_s)
 
 
 def _stamp() -> str:
@@ -218,29 +211,6 @@ async def import_from(
         progress=lambda n: show("import", n, manifest.count),
     )
     return {"status": "imported", "imported": written, "skipped_existing": skipped}
-
-
-async def restore(
-    settings: EngramSettings,
-    source: Path,
-    *,
-    collection: str | None = None,
-    force: bool = False,
-    progress: Progress | None = None,
-    embedder: Embedder | None = None,
-) -> dict[str, Any]:
-    """Restore a backup as ``collection``: checked whole first, switched to only when complete
-    (:mod:`.restore`)."""
-    server = snapshot_server(settings) if settings.store.mode == "server" else None
-    return await restore_checked(
-        settings,
-        source,
-        collection=collection,
-        force=force,
-        progress=progress,
-        embedder=embedder,
-        snapshot_server=server,
-    )
 
 
 __all__ = [

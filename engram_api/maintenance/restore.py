@@ -36,12 +36,19 @@ from engram_api.memory.model import utc_now
 from engram_api.memory.reembed import resolve_embedded, switch_embedded
 from engram_api.runtime import StartupError, build_embedder, build_store
 from engram_api.settings import EngramSettings
-from engram_api.store.base import Match, MemoryStore, PointWrite, SchemaMismatch, StoreError
+from engram_api.store.base import (
+    DENSE,
+    Match,
+    MemoryStore,
+    PointWrite,
+    SchemaMismatch,
+    StoreError,
+)
 from engram_api.store.qdrant_server import QdrantServerStore
 
 from .portable import DATA_FILE, ExportError, Manifest, read_manifest, read_points, to_write
 from .progress import Progress, no_progress
-from .snapshots import SnapshotServer, upload, verify_local
+from .snapshots import snapshot_server, upload, verify_local
 
 log = logging.getLogger(__name__)
 
@@ -202,12 +209,12 @@ async def _switch_server(client: AsyncQdrantClient, target: str, new_name: str) 
 async def _into_new_collection(
     settings: EngramSettings,
     target: str,
-    expected: int,
-    dimension: int,
+    expected: int | None,
     embedder: Embedder,
     fill: Callable[[MemoryStore, str], Any],
 ) -> tuple[str, int]:
-    """Make a new collection, ``fill`` it, check it; removed again on any failure."""
+    """Make a new collection, ``fill`` it, check it (``expected`` memories, None: as many
+    as it got; the models); removed again on any failure."""
     new_name = restore_name(target)
     store = build_store(settings, collection=new_name)
     try:
@@ -216,7 +223,7 @@ async def _into_new_collection(
         except SchemaMismatch as exc:
             raise StartupError(str(exc)) from None
         restored = await store.count(Match(archived=None))
-        if restored != expected:
+        if expected is not None and restored != expected:
             raise EngramError(
                 f"restore incomplete: {restored} memories in the new collection, the backup "
                 f"has {expected}; the live collection '{target}' was not changed"
@@ -247,7 +254,6 @@ async def restore(
     force: bool = False,
     progress: Progress | None = None,
     embedder: Embedder | None = None,
-    snapshot_server: SnapshotServer | None = None,
 ) -> dict[str, Any]:
     """Restore a backup as ``collection`` (default: the configured one); see the module doc."""
     target = collection or settings.store.collection
@@ -255,17 +261,17 @@ async def restore(
     emb = embedder or build_embedder(settings)
     try:
         if is_snapshot(source):
-            if snapshot_server is None:
+            if settings.store.mode != "server":
                 raise EngramError(
                     f"path: {source.name} is a Qdrant server snapshot; restore it with "
                     "store.mode=server (an embedded store restores from an export directory)"
                 )
-            return await _restore_snapshot(settings, source, target, force, emb, snapshot_server)
+            return await _restore_snapshot(settings, source, target, force, emb)
         manifest = read_manifest(source)
         validate_export(source, manifest)
         check_models(manifest.embedding_models, manifest.dimension, emb)
         lock = DataDirLock(settings.data_dir)
-        lock.acquire()
+        lock.acquire("engram restore")
         try:
             existing = await _count_live(settings, target)
             _refuse_live(target, existing, force)
@@ -281,7 +287,7 @@ async def restore(
                 )
 
             new_name, restored = await _into_new_collection(
-                settings, target, manifest.count, manifest.dimension, emb, fill
+                settings, target, manifest.count, emb, fill
             )
             previous = await _switch(settings, target, new_name)
         finally:
@@ -289,14 +295,21 @@ async def restore(
     finally:
         if embedder is None:
             await emb.aclose()
+    return _restored(target, restored, existing, source, new_name, previous) | {
+        "embedding_models": manifest.embedding_models
+    }
+
+
+def _restored(
+    target: str, memories: int, replaced: int, source: Path, physical: str, previous: str | None
+) -> dict[str, Any]:
     out: dict[str, Any] = {
         "status": "restored",
         "collection": target,
-        "memories": restored,
-        "replaced": existing,
-        "embedding_models": manifest.embedding_models,
+        "memories": memories,
+        "replaced": replaced,
         "source": str(source),
-        "physical_collection": new_name,
+        "physical_collection": physical,
     }
     if previous:
         out["previous_collection"] = previous
@@ -321,49 +334,23 @@ async def _switch(settings: EngramSettings, target: str, new_name: str) -> str |
 
 
 async def _restore_snapshot(
-    settings: EngramSettings,
-    source: Path,
-    target: str,
-    force: bool,
-    embedder: Embedder,
-    server: SnapshotServer,
+    settings: EngramSettings, source: Path, target: str, force: bool, embedder: Embedder
 ) -> dict[str, Any]:
     manifest = verify_local(source)
     existing = await _count_live(settings, target)
     _refuse_live(target, existing, force)
-    counted: dict[str, int] = {}
 
     async def fill(store: MemoryStore, name: str) -> None:
-        await upload(server, name, source, str(manifest["sha256"]))
+        # Recovered by the server into the new collection; its vector size is checked here,
+        # its count and models by the caller, before anything is switched.
+        await upload(snapshot_server(settings), name, source, str(manifest["sha256"]))
         await store.open(None)
-        counted["n"] = await store.count(Match(archived=None))
-        if not isinstance(store, QdrantServerStore):  # pragma: no cover
+        if not isinstance(store, QdrantServerStore):  # pragma: no cover - server mode
             raise EngramError("store: server mode did not build a server store")
-        info = await store.client.get_collection(name)
-        vectors = info.config.params.vectors
-        dense = vectors.get("dense") if isinstance(vectors, dict) else None
+        vectors = (await store.client.get_collection(name)).config.params.vectors
+        dense = vectors.get(DENSE) if isinstance(vectors, dict) else None
         check_models({}, dense.size if dense is not None else None, embedder)
 
-    # The expected count is only known once the snapshot is recovered: check it is readable.
-    new_name = restore_name(target)
-    store = build_store(settings, collection=new_name)
-    try:
-        await fill(store, new_name)
-        check_models(await store.facet("embedding_model", Match(archived=None)), None, embedder)
-    except BaseException:
-        with contextlib.suppress(Exception):
-            await _drop(settings, store, new_name)
-        raise
-    await store.close()
+    new_name, restored = await _into_new_collection(settings, target, None, embedder, fill)
     previous = await _switch(settings, target, new_name)
-    out: dict[str, Any] = {
-        "status": "restored",
-        "collection": target,
-        "memories": counted["n"],
-        "replaced": existing,
-        "source": str(source),
-        "physical_collection": new_name,
-    }
-    if previous:
-        out["previous_collection"] = previous
-    return out
+    return _restored(target, restored, existing, source, new_name, previous)

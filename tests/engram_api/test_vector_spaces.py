@@ -6,7 +6,8 @@ that fails like a provider that is down, or by a loopback fake OpenAI API answer
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -101,15 +102,24 @@ async def add_all(engine: Engine, texts: Sequence[str]) -> None:
         assert out["status"] == "stored", out
 
 
-async def test_during_a_primary_outage_search_is_lexical_and_says_so_never_fallback_vectors(
+@contextlib.asynccontextmanager
+async def people_with_a_primary_outage(
     tmp_path: Path, local: LocalEmbedder
-) -> None:
+) -> AsyncIterator[tuple[Engine, Outage]]:
+    """PEOPLE stored by the real model as primary, a hashing fallback, dense search."""
     primary = Outage(local)
     chain = EmbedderChain([primary, HashingEmbedder(local.dimension)], settings=NO_BREAKER)
     async with open_engine(
         settings(tmp_path, search_mode="dense"), background=False, embedder=chain
     ) as engine:
         await add_all(engine, PEOPLE)
+        yield engine, primary
+
+
+async def test_during_a_primary_outage_search_is_lexical_and_says_so_never_fallback_vectors(
+    tmp_path: Path, local: LocalEmbedder
+) -> None:
+    async with people_with_a_primary_outage(tmp_path, local) as (engine, primary):
         for query in ("Who is allergic to peanuts", "谁对花生过敏", "who runs the mobile team"):
             up = await engine.service.search(agent="main", query=query, limit=3)
             assert up["degraded"] is False
@@ -136,12 +146,7 @@ async def test_during_a_primary_outage_search_is_lexical_and_says_so_never_fallb
 async def test_a_write_during_the_outage_gets_primary_vectors_on_recovery(
     tmp_path: Path, local: LocalEmbedder
 ) -> None:
-    primary = Outage(local)
-    chain = EmbedderChain([primary, HashingEmbedder(local.dimension)], settings=NO_BREAKER)
-    async with open_engine(
-        settings(tmp_path, search_mode="dense"), background=False, embedder=chain
-    ) as engine:
-        await add_all(engine, PEOPLE)
+    async with people_with_a_primary_outage(tmp_path, local) as (engine, primary):
         primary.down = True
         text = "Dana is allergic to shellfish"
         queued = await engine.service.add(agent="main", content=text, scope="global")

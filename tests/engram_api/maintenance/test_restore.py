@@ -50,6 +50,24 @@ def qdrant_state(settings: EngramSettings) -> tuple[list[str], str]:
     return names, pointer.read_text() if pointer.exists() else ""
 
 
+async def backed_up_then_changed(
+    settings_factory: Callable[..., EngramSettings],
+) -> tuple[EngramSettings, Path, Snapshot]:
+    """A backup of LIVE memories, and one more memory written after it."""
+    settings = settings_factory()
+    backup, before = await live_engine(settings)
+    async with open_engine(settings, background=False, embedder=EMB) as engine:
+        await add(engine, "Written after the backup")
+    return settings, backup, before
+
+
+async def assert_untouched(
+    settings: EngramSettings, state: tuple[list[str], str], before: Snapshot
+) -> None:
+    assert qdrant_state(settings) == state
+    assert await contents(settings) == before  # payloads and float32 vectors, exactly
+
+
 def rewrite(backup: Path, edit: Callable[[list[bytes]], list[bytes]], *, reseal: bool) -> None:
     """Change the data file's lines; ``reseal`` also fixes the manifest's checksum and size,
     so that only the line checks can catch the damage."""
@@ -122,8 +140,7 @@ async def test_a_damaged_backup_is_refused_whole_and_the_live_collection_is_unch
     rewrite(backup, damage, reseal=reseal)
     with pytest.raises(ExportError, match=message):
         await restore(settings, backup, force=True, embedder=EMB)
-    assert qdrant_state(settings) == state
-    assert await contents(settings) == before  # payloads and float32 vectors, exactly
+    await assert_untouched(settings, state, before)
 
 
 async def test_a_backup_cut_off_mid_file_is_refused(
@@ -162,17 +179,13 @@ async def test_a_backup_of_another_model_is_refused_with_the_reembed_way_out(
             await restore(settings, backup, collection=target, force=True, embedder=EMB)
         assert f"{LIVE} memories embedded with {other}" in str(err.value)
         assert f"engram reembed --to {EMB.model_id}" in str(err.value)
-    assert qdrant_state(settings) == state
-    assert await contents(settings) == before
+    await assert_untouched(settings, state, before)
 
 
 async def test_a_restore_failing_half_way_removes_its_copy_and_keeps_the_live_collection(
     settings_factory: Callable[..., EngramSettings],
 ) -> None:
-    settings = settings_factory()
-    backup, before = await live_engine(settings)
-    async with open_engine(settings, background=False, embedder=EMB) as engine:
-        await add(engine, "Written after the backup")
+    settings, backup, before = await backed_up_then_changed(settings_factory)
     after = await contents(settings)
     state = qdrant_state(settings)
 
@@ -181,18 +194,14 @@ async def test_a_restore_failing_half_way_removes_its_copy_and_keeps_the_live_co
 
     with pytest.raises(EngramError, match="interrupted at"):
         await restore(settings, backup, force=True, embedder=EMB, progress=interrupted)
-    assert qdrant_state(settings) == state
-    assert await contents(settings) == after
+    await assert_untouched(settings, state, after)
     assert len(after) == len(before) + 1
 
 
 async def test_a_forced_restore_switches_only_once_complete_and_keeps_the_old_copy(
     settings_factory: Callable[..., EngramSettings],
 ) -> None:
-    settings = settings_factory()
-    backup, before = await live_engine(settings)
-    async with open_engine(settings, background=False, embedder=EMB) as engine:
-        await add(engine, "Written after the backup")
+    settings, backup, before = await backed_up_then_changed(settings_factory)
     result = await restore(settings, backup, force=True, embedder=EMB)
     assert (result["memories"], result["replaced"]) == (LIVE, LIVE + 1)
     # A restored copy is rewritten by the store, which re-normalises vectors (last bit).
