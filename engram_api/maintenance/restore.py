@@ -32,7 +32,7 @@ from engram_api.datadir import DataDirLock
 from engram_api.embeddings.base import Embedder
 from engram_api.embeddings.bm25 import Bm25Encoder
 from engram_api.errors import Conflict, EngramError
-from engram_api.memory.model import utc_now
+from engram_api.memory.model import Memory, check_scope, utc_now
 from engram_api.memory.reembed import resolve_embedded, switch_embedded
 from engram_api.runtime import StartupError, build_embedder, build_store
 from engram_api.settings import EngramSettings
@@ -86,6 +86,11 @@ def validate_export(source: Path, manifest: Manifest) -> None:
             content = payload.get("content")
             if not isinstance(content, str) or not content.strip():
                 raise ExportError(f"{where}: payload.content must be a non-empty string")
+            try:
+                # Every memory must be one the engine can read back (types, trust, times, scope).
+                check_scope(Memory.from_payload(canonical, payload).scope)
+            except (EngramError, ValueError, TypeError) as exc:
+                raise ExportError(f"{where}: payload is not a valid memory ({exc})") from None
             if not bool(np.all(np.isfinite(vec))) or not float(np.linalg.norm(vec)) > 0.0:
                 raise ExportError(f"{where}: the vector is zero or not finite")
             by_model[str(payload.get("embedding_model", ""))] += 1

@@ -108,6 +108,12 @@ def nan_vector(lines: list[bytes]) -> list[bytes]:
     return [*lines[:7], (json.dumps(row) + "\n").encode(), *lines[8:]]
 
 
+def bad_type(lines: list[bytes]) -> list[bytes]:
+    row = json.loads(lines[9])
+    row["payload"]["mem_type"] = "gossip"
+    return [*lines[:9], (json.dumps(row) + "\n").encode(), *lines[10:]]
+
+
 def twice(lines: list[bytes]) -> list[bytes]:
     return [*lines[:-1], lines[0]]
 
@@ -123,10 +129,19 @@ def dropped_tail(lines: list[bytes]) -> list[bytes]:
         (bad_json, True, "line 31: unreadable"),
         (short_vector, True, "line 6: vector has 3 values"),
         (nan_vector, True, "line 8: the vector is zero or not finite"),
+        (bad_type, True, "line 10: payload is not a valid memory"),
         (twice, True, "appears twice"),
         (dropped_tail, True, f"holds {LIVE - 1} memories, the manifest says {LIVE}"),
     ],
-    ids=["corrupted", "corrupted-resealed", "short-vector", "nan", "duplicate-id", "truncated"],
+    ids=[
+        "corrupted",
+        "corrupted-resealed",
+        "short-vector",
+        "nan",
+        "bad-type",
+        "duplicate-id",
+        "truncated",
+    ],
 )
 async def test_a_damaged_backup_is_refused_whole_and_the_live_collection_is_unchanged(
     settings_factory: Callable[..., EngramSettings],
