@@ -93,6 +93,7 @@ class Service:
             ENGRAM_EMBEDDINGS__RESILIENCE__ATTEMPTS="1",
             ENGRAM_QUEUE__BASE_DELAY_S="0.2",
             ENGRAM_QUEUE__MAX_DELAY_S="2",
+            ENGRAM_SERVER__METRICS_PORT="0",
             ENGRAM_LOG_LEVEL="ERROR",
         )
         return env

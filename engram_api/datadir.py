@@ -7,6 +7,7 @@ says whom it is waiting for.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 from pathlib import Path
 
@@ -47,19 +48,37 @@ class ExclusiveFile:
             self._fd = None
 
 
+def describe_holder(recorded: str) -> tuple[str, dict[str, object]]:
+    """What a data-dir lock records, for a message: (who, the whole record)."""
+    try:
+        info = json.loads(recorded)
+    except ValueError:
+        info = None
+    if not isinstance(info, dict):
+        # Written by an older Engram: only the pid.
+        return f"another Engram process (pid {recorded or 'unknown'})", {"pid": recorded}
+    what = str(info.get("what") or "another Engram process")
+    return f"{what} (pid {info.get('pid', 'unknown')})", info
+
+
 class DataDirLock:
+    """One process owns a data dir; it records what it is (e.g. ``engram serve at URL``) and
+    whether it answers CLI commands on its control socket (:mod:`engram_api.control`)."""
+
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / "engram.lock"
         self._file = ExclusiveFile(self.path)
 
-    def acquire(self) -> None:
+    def acquire(self, what: str = "", *, control: bool = False) -> None:
+        record = {"pid": os.getpid(), "what": what, "control": control}
         try:
-            self._file.acquire(str(os.getpid()))
+            self._file.acquire(json.dumps(record))
         except HeldElsewhere as held:
+            who, info = describe_holder(held.holder)
             raise StoreLocked(
-                f"data dir {self.path.parent} is in use by another Engram process "
-                f"(pid {held.holder or 'unknown'}); stop it, or set ENGRAM_DATA_DIR to another "
-                "directory"
+                f"data dir {self.path.parent} is in use by {who}; stop it, or set "
+                "ENGRAM_DATA_DIR to another directory",
+                holder=info,
             ) from None
 
     def release(self) -> None:

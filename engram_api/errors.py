@@ -58,7 +58,13 @@ class Unavailable(EngramError):
 
 
 class StoreLocked(EngramError):
+    """The data dir is held by another process; ``holder`` is what that process recorded."""
+
     kind = "store_locked"
+
+    def __init__(self, message: str, *, holder: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder or {}
 
 
 class Conflict(EngramError):

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from engram_api.datadir import DataDirLock
-from engram_api.embeddings.base import Embedder, EmbeddingConfigError
+from engram_api.embeddings.base import Embedder, EmbeddingConfigError, EmbeddingError
+from engram_api.embeddings.chain import EmbedderChain
 from engram_api.errors import EngramError
 from engram_api.memory.guards import SecretGuard, SecretPatternError
 from engram_api.memory.policy import PolicyEngine
 from engram_api.memory.queue import DurableQueue
-from engram_api.memory.reembed import resolve_embedded
+from engram_api.memory.reembed import repair_stray_vectors, resolve_embedded
 from engram_api.memory.service import MemoryService, PreparedWrite
 from engram_api.settings import EngramSettings, SettingsError
 from engram_api.store.base import MemoryStore, SchemaMismatch, StoreError
@@ -119,33 +120,51 @@ def queued_body_to_write(service: MemoryService, body: dict[str, Any]) -> Prepar
     )
 
 
-async def check_embedding_model(store: MemoryStore, embedder: Embedder, allowed: set[str]) -> None:
-    """A collection built by another model cannot be searched with this one."""
+def in_collection_space(emb: Embedder) -> Embedder:
+    """What embeds for the collection: only the members whose model built it (see chain.py)."""
+    if isinstance(emb, EmbedderChain):
+        view = emb.for_model(emb.model_id)
+        if view is not None:
+            return view
+    return emb
+
+
+async def check_collection(store: MemoryStore, emb: Embedder, collection: str) -> list[str]:
+    """Every chain member against the collection: StartupError if the primary cannot search it.
+
+    Returns notes for the log (a fallback of another model, stray vectors of other models).
+    """
     from engram_api.store.base import Match
 
-    points, _ = await store.scroll(Match(archived=None), limit=1)
-    if points:
-        stored = str(points[0].payload.get("embedding_model", ""))
-        if stored and stored not in allowed:
-            raise SchemaMismatch(
-                f"the collection was embedded with '{stored}' but the configured embedder is "
-                f"'{embedder.model_id}'; run `engram reembed --to {embedder.model_id}` to rebuild "
-                f"it, or configure '{stored}' again"
-            )
+    chain = emb if isinstance(emb, EmbedderChain) else EmbedderChain([emb])
+    models = await store.facet("embedding_model", Match(archived=None))
+    try:
+        return chain.check_collection(collection=collection, dimension=None, models=models)
+    except EmbeddingConfigError as exc:
+        raise StartupError(f"embeddings: {exc}") from None
 
 
 @contextlib.asynccontextmanager
 async def open_engine(
-    settings: EngramSettings, *, background: bool = True, embedder: Embedder | None = None
+    settings: EngramSettings,
+    *,
+    background: bool = True,
+    embedder: Embedder | None = None,
+    holder: str = "",
+    control: bool = False,
 ) -> AsyncIterator[Engine]:
-    """Open everything, yield the engine, close everything in reverse order."""
+    """Open everything, yield the engine, close everything in reverse order.
+
+    ``holder`` says what this process is in the data-dir lock (a second one names it);
+    ``control``: this process will answer CLI commands on the control socket.
+    """
     try:
         guard = SecretGuard(settings.guards.extra_secret_patterns)
     except SecretPatternError as exc:
         raise SettingsError(str(exc)) from None
     policy = PolicyEngine(load_permissions(settings.permissions_file))
     lock = DataDirLock(settings.data_dir)
-    lock.acquire()
+    lock.acquire(holder, control=control)
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(lock.release)
         emb = embedder or build_embedder(settings)
@@ -154,17 +173,19 @@ async def open_engine(
         stack.push_async_callback(store.close)
         reopen: asyncio.Task[None] | None = None
         try:
-            await open_store(store, emb)
+            await open_store(store, emb, settings.store.collection)
         except StoreError as exc:
             if settings.store.mode != "server":
                 raise StartupError(f"store: {exc}") from None
             # A Qdrant server that is down at start must not stop the service: writes queue
             # durably and the store is opened as soon as it answers.
             log.warning("store unavailable at start; retrying in the background: %s", exc)
-            reopen = asyncio.get_running_loop().create_task(_reopen_until_ready(store, emb))
+            reopen = asyncio.get_running_loop().create_task(
+                _reopen_until_ready(store, emb, settings.store.collection)
+            )
         service = MemoryService(
             store=store,
-            embedder=emb,
+            embedder=in_collection_space(emb),
             policy=policy,
             guard=guard,
             limits=settings.limits,
@@ -182,6 +203,10 @@ async def open_engine(
         service.queue = queue
         if background:
             queue.start()
+            repair = asyncio.get_running_loop().create_task(
+                _repair_until_done(store, service.embedder)
+            )
+            stack.push_async_callback(_cancel, repair)
         try:
             yield Engine(settings=settings, service=service, queue=queue, store=store, embedder=emb)
         finally:
@@ -191,21 +216,48 @@ async def open_engine(
                     await reopen
 
 
-async def open_store(store: MemoryStore, emb: Embedder) -> None:
+async def open_store(store: MemoryStore, emb: Embedder, collection: str = "") -> None:
     """Open the store and check it was built for this embedder (StartupError if not)."""
     try:
         await store.open(emb.dimension)
-        await check_embedding_model(store, emb, set(getattr(emb, "model_ids", [emb.model_id])))
+        notes = await check_collection(store, emb, collection or "memories")
     except SchemaMismatch as exc:
         raise StartupError(str(exc)) from None
+    for note in notes:
+        log.warning("%s", note)
 
 
-async def _reopen_until_ready(store: MemoryStore, emb: Embedder) -> None:
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def _repair_until_done(store: MemoryStore, emb: Embedder) -> None:
+    """Give memories embedded by another model the collection model's vectors, retrying
+    while the store or that model is down (see :func:`repair_stray_vectors`)."""
+    delay = 1.0
+    while True:
+        try:
+            repaired = await repair_stray_vectors(store, emb)
+        except (StoreError, EmbeddingError) as exc:
+            log.info("stray vectors not repaired yet (%s); retrying in %.0f s", exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 300.0)
+            continue
+        if repaired:
+            log.warning(
+                "re-embedded %d memories with %s (vectors of another model)", repaired, emb.model_id
+            )
+        return
+
+
+async def _reopen_until_ready(store: MemoryStore, emb: Embedder, collection: str) -> None:
     delay = 1.0
     while True:
         await asyncio.sleep(delay)
         try:
-            await open_store(store, emb)
+            await open_store(store, emb, collection)
         except StoreError:
             delay = min(delay * 2, 30.0)
             continue

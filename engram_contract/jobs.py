@@ -15,8 +15,10 @@ from engram_contract.report import Task
 
 ENTRYPOINT: Final = "engram"
 DATA_DIR: Final = "/var/lib/engram"
-# The service's default backup directory: <data dir>/backups.
+# Where backup Jobs write (their own volume, apart from the data dir), given to the pod as
+# BACKUP_DIR_ENV: the service's default is outside the data dir, beside it.
 BACKUP_DIR: Final = "/var/lib/engram/backups"
+BACKUP_DIR_ENV: Final = "ENGRAM_MAINTENANCE__BACKUP__DIR"
 SUMMARY_FLAG: Final = "--summary-line"
 DRY_RUN_FLAG: Final = "--dry-run"
 # How many backups `engram backup` keeps, locally and as server snapshots.

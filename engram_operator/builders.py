@@ -10,7 +10,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from engram_contract.jobs import BACKUP_DIR, BACKUP_KEEP_ENV, DATA_DIR, ENTRYPOINT, job_args
+from engram_contract.jobs import (
+    BACKUP_DIR,
+    BACKUP_DIR_ENV,
+    BACKUP_KEEP_ENV,
+    DATA_DIR,
+    ENTRYPOINT,
+    job_args,
+)
 from engram_contract.permissions import CONFIGMAP_KEY
 from engram_contract.report import Task
 from engram_operator.conditions import ready_condition
@@ -158,6 +165,7 @@ def build_cronjob(
         {"name": "tmp", "emptyDir": {}},
     ]
     if spec.task is Task.backup:
+        env.append({"name": BACKUP_DIR_ENV, "value": BACKUP_DIR})
         mounts.append({"name": "backups", "mountPath": BACKUP_DIR})
         volumes.append(
             {"name": "backups", "persistentVolumeClaim": {"claimName": settings.backup_pvc}}

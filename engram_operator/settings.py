@@ -8,7 +8,7 @@ from typing import Annotated, Literal, NamedTuple
 from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from engram_contract.jobs import BACKUP_KEEP_ENV
+from engram_contract.jobs import BACKUP_DIR_ENV, BACKUP_KEEP_ENV
 from engram_contract.permissions import K8S_NAME_RE
 
 # Namespace names are DNS labels. Globs are refused on purpose: kopf would then need to list and
@@ -19,7 +19,7 @@ IMAGE_RE = r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$"
 SECRET_KEY_RE = r"^[-._a-zA-Z0-9]{1,253}$"
 ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]{0,252}$"
 # Set by the CronJob builder itself; a Secret reference must not shadow them.
-RESERVED_JOB_ENV = frozenset({"ENGRAM_DATA_DIR", BACKUP_KEEP_ENV})
+RESERVED_JOB_ENV = frozenset({"ENGRAM_DATA_DIR", BACKUP_KEEP_ENV, BACKUP_DIR_ENV})
 
 
 class SecretKeyEnv(NamedTuple):

@@ -18,6 +18,7 @@ from engram_api.cli import (
     reembed_command,
     server_commands,
 )
+from engram_api.control import RemoteError
 from engram_api.errors import EngramError, InvalidInput, PermissionDenied, SecretDetected
 from engram_api.runtime import StartupError
 from engram_api.settings import SettingsError, load_settings
@@ -50,6 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _USAGE_ERRORS as exc:
         print(f"engram: error: {exc}", file=sys.stderr)
         return 2
+    except RemoteError as exc:
+        # Refused or failed in the running server that ran the command for us.
+        print(f"engram: error: {exc}", file=sys.stderr)
+        return 2 if exc.usage else 1
     except EngramError as exc:
         print(f"engram: error: {exc}", file=sys.stderr)
         return 1

@@ -19,13 +19,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from engram_api.cli.owner import run_here_or_in_owner
 from engram_api.errors import EngramError
 from engram_api.maintenance.progress import TerminalProgress
 from engram_api.maintenance.report import MaintenanceReport, latest_reports
 from engram_api.memory.model import rfc3339, utc_now
 from engram_api.runtime import Engine, open_engine
 from engram_api.settings import EngramSettings
-from engram_contract.report import MaintenanceSummary, RunResult, Task
+from engram_contract.report import MaintenanceSummary, RunResult, Task, parse_summary
 
 TERMINATION_ENV = "ENGRAM_TERMINATION_MESSAGE_PATH"
 DEFAULT_TERMINATION_PATH = Path("/dev/termination-log")
@@ -127,14 +128,13 @@ def render_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _finish(report: MaintenanceReport, args: argparse.Namespace) -> int:
-    data = report.to_dict()
+def _finish(data: dict[str, Any], summary_line: str, args: argparse.Namespace) -> int:
     print(json.dumps(data, indent=2) if args.json else render_report(data))
-    if report.result is RunResult.skipped and report.message:
-        print(f"engram: {report.message}", file=sys.stderr)
+    if data.get("result") == RunResult.skipped.value and data.get("message"):
+        print(f"engram: {data['message']}", file=sys.stderr)
     if getattr(args, "summary_line", False):
-        emit_summary(report.summary())
-    return 1 if report.result is RunResult.failed else 0
+        emit_summary(parse_summary(summary_line))
+    return 1 if data.get("result") == RunResult.failed.value else 0
 
 
 def _with_engine(
@@ -143,14 +143,15 @@ def _with_engine(
     task: Task,
     work: Callable[[Engine, TerminalProgress], Awaitable[MaintenanceReport]],
 ) -> int:
+    """Run ``work`` here, or in the running server that holds the data dir (cli.owner)."""
     progress = TerminalProgress()
 
-    async def go() -> MaintenanceReport:
-        async with open_engine(settings, background=False) as engine:
-            return await work(engine, progress)
+    async def here(engine: Engine, _args: argparse.Namespace) -> dict[str, Any]:
+        report = await work(engine, progress)
+        return {"report": report.to_dict(), "summary": report.summary().to_line()}
 
     try:
-        report = asyncio.run(go())
+        out = run_here_or_in_owner(settings, args, here)
     except EngramError as exc:
         if args.summary_line:
             print(f"engram: error: {exc}", file=sys.stderr)
@@ -159,7 +160,7 @@ def _with_engine(
         raise
     finally:
         progress.close()
-    return _finish(report, args)
+    return _finish(dict(out["report"]), str(out["summary"]), args)
 
 
 # ------------------------------------------------------------------ commands

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from engram_api.cli.base import Command
-from engram_api.runtime import Engine, open_engine
+from engram_api.runtime import Engine
 from engram_api.settings import EngramSettings
 
 Handler = Callable[[Engine, argparse.Namespace], Awaitable[dict[str, Any]]]
@@ -152,11 +151,10 @@ def render(command: str, result: dict[str, Any]) -> str:
 
 def _runner(handler: Handler) -> Command:
     def run(settings: EngramSettings, args: argparse.Namespace) -> int:
-        async def go() -> dict[str, Any]:
-            async with open_engine(settings, background=False) as engine:
-                return await handler(engine, args)
+        # Beside a running server, the server runs it (cli.owner).
+        from engram_api.cli.owner import run_here_or_in_owner
 
-        result = asyncio.run(go())
+        result = run_here_or_in_owner(settings, args, handler)
         print(json.dumps(result, indent=2) if args.json else render(args.command, result))
         return 0
 

@@ -62,7 +62,7 @@ async def _reembed(settings: EngramSettings, target: ProviderSettings) -> dict[s
     from engram_api.embeddings.config import EmbeddingSettings
 
     lock = DataDirLock(settings.data_dir)
-    lock.acquire()
+    lock.acquire("engram reembed")
     embedder = build_embedder(EmbeddingSettings(primary=target))
     source = build_store(settings)
     new_name = target_name(settings.store.collection, embedder.model_id)

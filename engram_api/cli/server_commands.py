@@ -11,6 +11,7 @@ import socket
 import sys
 from typing import Any
 
+from engram_api.datadir import DataDirLock
 from engram_api.errors import EngramError, InvalidInput
 from engram_api.settings import EngramSettings, ServerSettings
 from engram_contract.permissions import AGENT_NAME_RE, hash_token
@@ -78,9 +79,17 @@ def _server_settings(settings: EngramSettings, args: argparse.Namespace) -> Engr
     return settings.model_copy(update={"server": server})
 
 
+def _refuse_if_held(settings: EngramSettings) -> None:
+    """StoreLocked naming the holder (pid, address) if another process owns the data dir."""
+    lock = DataDirLock(settings.data_dir)
+    lock.acquire("engram (checking the data dir)")
+    lock.release()
+
+
 def _serve(settings: EngramSettings, args: argparse.Namespace) -> int:
     import uvicorn
 
+    from engram_api.cli.owner import handlers
     from engram_api.runtime import load_permissions
     from engram_api.server.app import create_app
     from engram_api.server.auth import check_bind_safety
@@ -89,8 +98,10 @@ def _serve(settings: EngramSettings, args: argparse.Namespace) -> int:
     settings = _server_settings(settings, args)
     # Refuse an open bind before touching logging or the data dir.
     check_bind_safety(settings, load_permissions(settings.permissions_file))
+    # A second server names the one holding the data dir in one line, before uvicorn starts.
+    _refuse_if_held(settings)
     configure_logging(settings.log_level)
-    app = create_app(settings, default_agent=args.agent)
+    app = create_app(settings, default_agent=args.agent, control_handlers=handlers())
     config = uvicorn.Config(
         app,
         host=settings.server.host,
@@ -134,11 +145,13 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def _stdio(settings: EngramSettings, args: argparse.Namespace) -> int:
+    from engram_api.cli.owner import handlers
     from engram_api.server.logs import configure_logging
     from engram_api.server.stdio import run_stdio
 
+    _refuse_if_held(settings)
     configure_logging(settings.log_level)
-    asyncio.run(run_stdio(settings, default_agent=args.agent))
+    asyncio.run(run_stdio(settings, default_agent=args.agent, control_handlers=handlers()))
     return 0
 
 

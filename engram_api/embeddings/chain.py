@@ -2,8 +2,13 @@
 
 A chain is itself an :class:`~engram_api.embeddings.base.Embedder` whose ``model_id`` is the
 primary's (the model the collection is built with). The ``*_with_model`` methods also say which
-provider answered, so each memory records the model that really embedded it: a fallback's
-vectors share the dimension but not the vector space, and ``engram reembed`` fixes them later.
+provider answered.
+
+A vector is only comparable with vectors of the same model, so the engine never embeds with
+the chain as a whole: :meth:`EmbedderChain.for_model` gives the members that produce the
+collection's vector space (the primary, and a fallback only when it serves the same model id,
+e.g. another endpoint or key). A fallback of another model never writes into, nor searches,
+that space; while the primary is down, search is lexical and says so (``degraded``).
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from engram_api.embeddings.base import Embedder, EmbeddingConfigError, EmbeddingError, Vector
@@ -19,6 +24,7 @@ from engram_api.resilience import (
     CHAIN_ROLES,
     AllFailed,
     Failure,
+    Member,
     ProviderFailed,
     ResilienceSettings,
     chain_members,
@@ -76,7 +82,21 @@ class EmbedderChain:
         self._settings = settings or ResilienceSettings()
         self._sleep = sleep
         self._rng = rng
-        self._members = chain_members(providers, self._settings, clock)
+        self._members: list[Member[Embedder]] = chain_members(providers, self._settings, clock)
+
+    def for_model(self, model_id: str) -> EmbedderChain | None:
+        """The members that embed into ``model_id``'s vector space (None when none does).
+
+        The view shares members, breakers and settings with this chain, so an outage seen
+        through one is seen through both.
+        """
+        same = [m for m in self._members if m.provider.model_id == model_id]
+        if not same:
+            return None
+        view = object.__new__(EmbedderChain)
+        view._settings, view._sleep, view._rng = self._settings, self._sleep, self._rng
+        view._members = same
+        return view
 
     @property
     def model_id(self) -> str:
@@ -93,15 +113,60 @@ class EmbedderChain:
     def status(self) -> list[ProviderStatus]:
         return [ProviderStatus(m.role, m.name, m.breaker.state.value) for m in self._members]
 
-    def check_collection(self, *, collection: str, dimension: int, model_id: str | None) -> None:
-        """Refuse to start on a collection built with another model or dimension."""
-        if dimension != self.dimension or (model_id and model_id != self.model_id):
-            built = f"{dimension}-d vectors" + (f" from {model_id}" if model_id else "")
+    def check_collection(
+        self,
+        *,
+        collection: str,
+        dimension: int | None,
+        model_id: str | None = None,
+        models: Mapping[str, int] | None = None,
+    ) -> list[str]:
+        """Refuse a collection whose vectors this chain cannot search; notes on what it can.
+
+        ``dimension`` is the collection's configured vector size (None: not created yet);
+        ``models`` counts the memories by the model that embedded them (``model_id`` names
+        the one model when only that is known). The collection belongs to its most common
+        model, which must be the primary: a chain whose primary and fallback were swapped
+        would otherwise search one model's vectors with another model's queries.
+        """
+        counts = {m: n for m, n in (models or {}).items() if m}
+        if model_id and not counts:
+            counts[model_id] = 1
+        owner = max(sorted(counts), key=lambda m: counts[m]) if counts else None
+        if (dimension is not None and dimension != self.dimension) or (
+            owner is not None and owner != self.model_id
+        ):
+            built = f"{dimension}-d vectors" if dimension is not None else "vectors"
+            if owner is not None:
+                built += f" from {owner}"
+            swapped = (
+                f" ({owner} is configured as the fallback: if primary and fallback were "
+                "swapped, make it the primary again)"
+                if owner in self.model_ids
+                else ""
+            )
             raise EmbeddingConfigError(
                 f"collection {collection!r} holds {built}, but the configured embedder is "
-                f"{self.model_id} ({self.dimension}-d): run `engram reembed --to {self.model_id}` "
-                "to rebuild the vectors, or configure the model the collection was built with"
+                f"{self.model_id} ({self.dimension}-d){swapped}: run `engram reembed --to "
+                f"{self.model_id}` to rebuild the vectors, or configure the model the collection "
+                "was built with"
             )
+        notes = [
+            f"{m.role} embedder {m.provider.model_id} has no vectors in {collection!r}: while "
+            f"{self.model_id} is down, searches are lexical (BM25, degraded) and writes are "
+            "queued until it answers again"
+            for m in self._members[1:]
+            if m.provider.model_id != self.model_id
+        ]
+        stray = {m: n for m, n in counts.items() if m != self.model_id}
+        if stray:
+            described = ", ".join(f"{n} from {m}" for m, n in sorted(stray.items()))
+            notes.append(
+                f"collection {collection!r} also holds vectors of other models ({described}), "
+                f"not comparable with {self.model_id}'s; a running server re-embeds them with "
+                f"{self.model_id} in the background"
+            )
+        return notes
 
     async def _run(
         self, call: Callable[[Embedder], Awaitable[list[Vector]]], what: str

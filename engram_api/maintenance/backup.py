@@ -3,8 +3,10 @@
 - Server mode: a Qdrant snapshot, downloaded and checked (:mod:`.snapshots`); N kept locally
   and on the server.
 - Embedded (and local-client) mode: a portable export (:mod:`.portable`); N kept.
-- Restore: a snapshot file or an export directory, into the configured collection or a named
-  one. A collection that holds memories is never overwritten without ``force``.
+- Restore (:mod:`.restore`): a snapshot file or an export directory, checked whole, loaded
+  into a new collection and switched to only when complete. A collection that holds memories
+  is never replaced without ``force``.
+- Backups live outside the data dir (:func:`backup_dir`).
 - Import: an export merged into the live collection; memories already there (same id) are
   left alone, and an export embedded by another model is refused.
 """
@@ -13,43 +15,42 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from engram_api.datadir import DataDirLock
 from engram_api.errors import Conflict, EngramError
 from engram_api.memory.model import rfc3339, utc_now
-from engram_api.runtime import Engine, StartupError, build_store
+from engram_api.runtime import Engine
 from engram_api.settings import EngramSettings
-from engram_api.store.base import Match, MemoryStore, PointWrite, SchemaMismatch
+from engram_api.store.base import Match
 from engram_api.store.qdrant_server import QdrantServerStore
 from engram_contract.report import RunResult, Task
 
 from .lock import LockHeld, run_lock
 from .portable import (
     MANIFEST_FILE,
-    Manifest,
     read_manifest,
-    read_points,
-    to_write,
     write_export,
 )
 from .progress import Progress, no_progress
 from .report import MaintenanceReport, save_report
-from .snapshots import SnapshotServer, snapshot_backup, upload, verify_local
+from .restore import check_models, load_export, restore, validate_export
+from .snapshots import snapshot_backup, snapshot_server
 
 EXPORT_PREFIX: Final = "export-"
-_BATCH: Final = 256
 
 
 def backup_dir(settings: EngramSettings) -> Path:
-    return settings.maintenance.backup.dir or settings.data_dir / "backups"
+    """Where backups go: never inside the data dir, so wiping it keeps them.
 
-
-def snapshot_server(settings: EngramSettings) -> SnapshotServer:
-    key = settings.store.api_key.get_secret_value() if settings.store.api_key else None
-    return SnapshotServer(settings.store.url, key, settings.maintenance.backup.timeout_s)
+    Default: beside it, ``<data_dir>-backups`` (``~/.local/share/engram-backups`` for the
+    default data dir), one per data dir.
+    """
+    configured = settings.maintenance.backup.dir
+    if configured is not None:
+        return configured
+    data = settings.data_dir.expanduser().absolute()
+    return data.with_name(data.name + "-backups")
 
 
 def _stamp() -> str:
@@ -193,72 +194,16 @@ async def export_to(
     return {"status": "exported", "path": str(dest), **manifest.to_dict()}
 
 
-async def _load(
-    store: MemoryStore,
-    source: Path,
-    manifest: Manifest,
-    *,
-    skip_existing: bool,
-    progress: Callable[[int], None],
-) -> tuple[int, int]:
-    from engram_api.embeddings.bm25 import Bm25Encoder
-
-    bm25 = Bm25Encoder()
-    written = skipped = 0
-    batch: list[PointWrite] = []
-
-    async def flush() -> None:
-        nonlocal written, skipped, batch
-        if skip_existing:
-            present = {p.id for p in await store.retrieve([w.id for w in batch])}
-            skipped += len(present)
-            batch = [w for w in batch if w.id not in present]
-        await store.upsert(batch)
-        written += len(batch)
-        batch = []
-        progress(written + skipped)
-
-    for pid, payload, vec in read_points(source, manifest.dimension):
-        batch.append(to_write(bm25, pid, payload, vec))
-        if len(batch) >= _BATCH:
-            await flush()
-    if batch:
-        await flush()
-    return written, skipped
-
-
-async def _clear(store: MemoryStore) -> int:
-    removed = 0
-    while True:
-        page, _ = await store.scroll(Match(archived=None), limit=1024)
-        if not page:
-            return removed
-        await store.delete([p.id for p in page])
-        removed += len(page)
-
-
 async def import_from(
     engine: Engine, source: Path, *, progress: Progress | None = None
 ) -> dict[str, Any]:
     """Merge an export into the live collection: new ids are added, existing ones kept."""
     manifest = read_manifest(source)
-    allowed = set(getattr(engine.embedder, "model_ids", [engine.embedder.model_id]))
-    foreign = sorted(m for m in manifest.embedding_models if m and m not in allowed)
-    if foreign:
-        raise Conflict(
-            f"path: the export was embedded with {', '.join(foreign)} but this collection uses "
-            f"{engine.embedder.model_id}; vectors of another model cannot be searched together. "
-            "Restore it into its own collection (engram restore --collection NAME) instead",
-            field="path",
-        )
-    if manifest.dimension != engine.embedder.dimension:
-        raise Conflict(
-            f"path: the export holds {manifest.dimension}-dimensional vectors, this collection "
-            f"{engine.embedder.dimension}",
-            field="path",
-        )
+    validate_export(source, manifest)
+    # Only the model that built this collection may add vectors to it (see runtime).
+    check_models(manifest.embedding_models, manifest.dimension, engine.embedder)
     show = progress or no_progress
-    written, skipped = await _load(
+    written, skipped = await load_export(
         engine.store,
         source,
         manifest,
@@ -266,105 +211,6 @@ async def import_from(
         progress=lambda n: show("import", n, manifest.count),
     )
     return {"status": "imported", "imported": written, "skipped_existing": skipped}
-
-
-async def restore(
-    settings: EngramSettings,
-    source: Path,
-    *,
-    collection: str | None = None,
-    force: bool = False,
-    progress: Progress | None = None,
-) -> dict[str, Any]:
-    """Restore a backup into ``collection`` (default: the configured one).
-
-    Refuses a collection that holds memories unless ``force``, which replaces them.
-    """
-    target = collection or settings.store.collection
-    tsettings = settings.model_copy(
-        update={"store": settings.store.model_copy(update={"collection": target})}
-    )
-    show = progress or no_progress
-    if _is_snapshot(source):
-        return await _restore_snapshot(tsettings, source, force=force)
-    manifest = read_manifest(source)
-    lock = DataDirLock(settings.data_dir)
-    lock.acquire()
-    try:
-        store = build_store(tsettings)
-        try:
-            await store.open(manifest.dimension)
-        except SchemaMismatch as exc:
-            raise StartupError(str(exc)) from None
-        try:
-            existing = await store.count(Match(archived=None))
-            if existing and not force:
-                raise Conflict(
-                    f"collection: '{target}' holds {existing} memories; restore into an empty "
-                    "or new collection (--collection NAME), or pass --force to replace them",
-                    field="collection",
-                )
-            removed = await _clear(store) if existing else 0
-            written, _ = await _load(
-                store,
-                source,
-                manifest,
-                skip_existing=False,
-                progress=lambda n: show("restore", n, manifest.count),
-            )
-            restored = await store.count(Match(archived=None))
-        finally:
-            await store.close()
-    finally:
-        lock.release()
-    if restored != manifest.count:
-        raise EngramError(
-            f"restore incomplete: {restored} memories in '{target}', the export has "
-            f"{manifest.count}"
-        )
-    return {
-        "status": "restored",
-        "collection": target,
-        "memories": written,
-        "replaced": removed,
-        "embedding_models": manifest.embedding_models,
-        "source": str(source),
-    }
-
-
-async def _restore_snapshot(
-    settings: EngramSettings, source: Path, *, force: bool
-) -> dict[str, Any]:
-    if settings.store.mode != "server":
-        raise EngramError(
-            f"path: {source.name} is a Qdrant server snapshot; restore it with store.mode=server "
-            "(an embedded store restores from an export directory)"
-        )
-    manifest = verify_local(source)
-    target = settings.store.collection
-    store = build_store(settings)
-    if not isinstance(store, QdrantServerStore):  # pragma: no cover - build_store guarantees it
-        raise EngramError("store: server mode did not build a server store")
-    try:
-        client = store.client
-        if await client.collection_exists(target):
-            existing = (await client.count(target, exact=True)).count
-            if existing and not force:
-                raise Conflict(
-                    f"collection: '{target}' holds {existing} memories; restore into an empty "
-                    "or new collection (--collection NAME), or pass --force to replace them",
-                    field="collection",
-                )
-        await upload(snapshot_server(settings), target, source, str(manifest["sha256"]))
-        restored = (await client.count(target, exact=True)).count
-    finally:
-        await store.close()
-    return {
-        "status": "restored",
-        "collection": target,
-        "memories": restored,
-        "source": str(source),
-    }
 
 
 __all__ = [

@@ -166,7 +166,9 @@ class DecaySettings(BaseModel):
 class BackupSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    # Where backups go; empty = <data_dir>/backups (the chart mounts a PVC there).
+    # Where backups go; empty = beside the data dir, never inside it: <data_dir>-backups
+    # (~/.local/share/engram-backups by default), so wiping the data dir keeps them.
+    # Backup Jobs of the operator get their own volume here (ENGRAM_MAINTENANCE__BACKUP__DIR).
     dir: Path | None = None
     # Backups kept, locally and (server snapshots) on the Qdrant server.
     keep: int = Field(default=7, ge=1, le=1000)

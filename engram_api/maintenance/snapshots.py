@@ -19,6 +19,7 @@ import httpx
 from qdrant_client import AsyncQdrantClient
 
 from engram_api.errors import EngramError
+from engram_api.settings import EngramSettings
 
 from .portable import sha256_file
 
@@ -40,6 +41,11 @@ class SnapshotServer:
 
     def headers(self) -> dict[str, str]:
         return {"api-key": self.api_key} if self.api_key else {}
+
+
+def snapshot_server(settings: EngramSettings) -> SnapshotServer:
+    key = settings.store.api_key.get_secret_value() if settings.store.api_key else None
+    return SnapshotServer(settings.store.url, key, settings.maintenance.backup.timeout_s)
 
 
 @dataclass(frozen=True)

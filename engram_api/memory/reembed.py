@@ -74,12 +74,7 @@ async def copy_with_new_vectors(
             have = {p.id for p in await target.retrieve([p.id for p in page])}
             todo = [p for p in page if p.id not in have]
             skipped += len(page) - len(todo)
-            texts = [
-                f"{p.payload.get('content', '')}\n{p.payload['context']}"
-                if p.payload.get("context")
-                else str(p.payload.get("content", ""))
-                for p in todo
-            ]
+            texts = [memory_text(p.payload) for p in todo]
             vectors = await embedder.embed_documents(texts) if todo else []
             await target.upsert(
                 [
@@ -98,3 +93,37 @@ async def copy_with_new_vectors(
         if offset is None:
             break
     return ReembedResult(copied=copied, skipped=skipped, total=total)
+
+
+async def repair_stray_vectors(store: MemoryStore, embedder: Embedder, *, batch: int = 64) -> int:
+    """Re-embed, with the collection's model, memories whose vectors another model made.
+
+    Older releases stored a fallback's vectors beside the primary's when the primary was
+    down; those are not comparable with the rest. Only vectors and ``embedding_model``
+    change (payloads are not rewritten, so a concurrent forget or access count is kept); a
+    rerun after an interruption picks up what is left. Returns how many were repaired.
+    """
+    everything = Match(archived=None)
+    stray = [m for m in await store.facet("embedding_model", everything) if m != embedder.model_id]
+    repaired = 0
+    for model in stray:
+        which = Match(archived=None, embedding_models=frozenset({model}))
+        while True:
+            # Repaired memories leave the filter, so each page starts from the beginning.
+            page, _ = await store.scroll(which, limit=batch)
+            if not page:
+                break
+            vectors = await embedder.embed_documents([memory_text(p.payload) for p in page])
+            await store.set_vectors([(p.id, v) for p, v in zip(page, vectors, strict=True)])
+            await store.set_payloads(
+                [([p.id for p in page], {"embedding_model": embedder.model_id})]
+            )
+            repaired += len(page)
+    return repaired
+
+
+def memory_text(payload: dict[str, object]) -> str:
+    """The text a memory is embedded from (content, and its context on a second line)."""
+    content = str(payload.get("content", ""))
+    context = payload.get("context")
+    return f"{content}\n{context}" if context else content

@@ -325,7 +325,13 @@ class MemoryService:
             try:
                 dense = await self.embedder.embed_query(q)
             except EmbeddingError as exc:
-                degraded.append(f"embedder unavailable, lexical results only: {exc}")
+                # Only the model that built the collection may embed the query (the engine
+                # gives this service no other): another model's vector would be compared
+                # with vectors of a different space and rank unrelated memories first.
+                degraded.append(
+                    f"embedder unavailable for {self.embedder.model_id} (the model this "
+                    f"collection's vectors come from); lexical results only (BM25): {exc}"
+                )
                 mode = "sparse"
         sparse = self.sparse.query(q)
         try:

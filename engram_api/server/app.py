@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -21,6 +21,7 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram_api import __version__
+from engram_api.control import Handler, serve_control
 from engram_api.runtime import Engine, load_permissions, open_engine
 from engram_api.server.auth import (
     Authenticator,
@@ -167,8 +168,17 @@ class MetricsListener:
         await response(scope, receive, send)
 
 
-def create_app(settings: EngramSettings, *, default_agent: str = "main") -> FastAPI:
-    """Build the app; raises StartupError when the bind would be open to anyone."""
+def create_app(
+    settings: EngramSettings,
+    *,
+    default_agent: str = "main",
+    control_handlers: Mapping[str, Handler] | None = None,
+) -> FastAPI:
+    """Build the app; raises StartupError when the bind would be open to anyone.
+
+    ``control_handlers``: CLI commands this process runs for an ``engram`` started beside it
+    (:mod:`engram_api.control`).
+    """
     s = settings.server
     config = load_permissions(settings.permissions_file)
     check_bind_safety(settings, config)
@@ -199,7 +209,16 @@ def create_app(settings: EngramSettings, *, default_agent: str = "main") -> Fast
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_engine(settings) as engine:
+        async with (
+            open_engine(
+                settings,
+                holder=f"engram serve at http://{s.host}:{s.port}{MCP_PATH}",
+                control=control_handlers is not None,
+            ) as engine,
+            serve_control(engine, settings.data_dir, control_handlers)
+            if control_handlers is not None
+            else contextlib.nullcontext(),
+        ):
             policy = engine.service.policy
             authenticator = Authenticator(settings, policy)
             if authenticator.reviewer is not None:
@@ -209,7 +228,7 @@ def create_app(settings: EngramSettings, *, default_agent: str = "main") -> Fast
             )
             watcher.prime()
             state.engine, state.watcher = engine, watcher
-            state.probe = EmbedderProbe(engine.embedder, ttl_s=s.readiness_probe_ttl_s)
+            state.probe = EmbedderProbe(engine.service.embedder, ttl_s=s.readiness_probe_ttl_s)
             runtime.engine = engine
             guarded.authenticator = state.authenticator = authenticator
             watcher.start()

@@ -7,8 +7,11 @@ messages; logs go to stderr.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Mapping
 
+from engram_api.control import Handler, serve_control
 from engram_api.runtime import open_engine
 from engram_api.server.calls import ToolRuntime
 from engram_api.server.metrics import Metrics
@@ -19,11 +22,23 @@ from engram_api.settings import EngramSettings
 log = logging.getLogger(__name__)
 
 
-async def run_stdio(settings: EngramSettings, *, default_agent: str = "main") -> None:
+async def run_stdio(
+    settings: EngramSettings,
+    *,
+    default_agent: str = "main",
+    control_handlers: Mapping[str, Handler] | None = None,
+) -> None:
     metrics = Metrics()
     runtime = ToolRuntime(metrics=metrics, transport="stdio", default_agent=default_agent)
     mcp = build_mcp(runtime)
-    async with open_engine(settings) as engine:
+    async with (
+        open_engine(
+            settings, holder="engram stdio", control=control_handlers is not None
+        ) as engine,
+        serve_control(engine, settings.data_dir, control_handlers)
+        if control_handlers is not None
+        else contextlib.nullcontext(),
+    ):
         runtime.engine = engine
         watcher = PermissionWatcher(
             settings.permissions_file,

@@ -77,6 +77,8 @@ class Match:
     created_before_epoch: float | None = None
     created_after_epoch: float | None = None
     ids: frozenset[str] | None = None
+    # Memories embedded by these models (payload ``embedding_model``).
+    embedding_models: frozenset[str] | None = None
 
 
 # Derived fields: the scope (and its kind) while the memory is active, "" once archived. The
@@ -184,6 +186,8 @@ def conditions(m: Match) -> Conditions:
         out.append(Cond("created_at_epoch", lt=m.created_before_epoch, gte=m.created_after_epoch))
     if m.ids is not None:
         out.append(Cond("", ids=tuple(sorted(m.ids))))
+    if m.embedding_models is not None:
+        out.append(Cond("embedding_model", values=tuple(sorted(m.embedding_models)) or (NOTHING,)))
     return out
 
 
@@ -289,3 +293,7 @@ class MemoryStore(Protocol):
         ...
 
     async def delete(self, ids: Sequence[str]) -> None: ...
+
+    async def set_vectors(self, vectors: Sequence[tuple[str, DenseVector]]) -> None:
+        """Replace the dense vectors of existing points; payloads and BM25 are untouched."""
+        ...

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import shutil
 import subprocess
@@ -92,6 +93,9 @@ def dense_params(limit: int, *, exact: bool, full_vectors: bool = False) -> qe.S
     )
     return qe.SearchParams(hnsw_ef=max(HNSW_EF, 2 * limit), quantization=quantization)
 
+
+# Where qdrant-edge keeps a shard's configuration (vector sizes included).
+CONFIG_FILE: Final = "edge_config.json"
 
 # Writes taken while a build runs are kept in memory to replay on the copy; past this many
 # points (a bulk import) the build is abandoned and tried again later.
@@ -211,7 +215,27 @@ class EdgeStore:
                         "or point ENGRAM_DATA_DIR elsewhere"
                     ) from None
                 raise
-            stored = _stored_dimension(shard)
+            stored = _stored_dimension(self._path, shard)
+            if (
+                dimension is not None
+                and stored is not None
+                and stored != dimension
+                and shard.info().points_count == 0
+            ):
+                # Nothing is stored, so nothing is lost: make the collection for this embedder
+                # rather than accept a start whose every write would then fail (and queue).
+                shard.close()
+                log.warning(
+                    "embedded store: %s was created for %d-d vectors and holds no memories; "
+                    "recreating it for %d-d vectors",
+                    self._path,
+                    stored,
+                    dimension,
+                )
+                shutil.rmtree(self._path)
+                self._path.mkdir(parents=True)
+                shard = qe.EdgeShard.create(str(self._path), shard_config(dimension))
+                stored = dimension
             if dimension is not None and stored is not None and stored != dimension:
                 shard.close()
                 raise SchemaMismatch(
@@ -419,6 +443,18 @@ class EdgeStore:
 
         await self._run(lambda: self._apply(qe.UpdateOperation.delete_points(list(ids)), ()))
 
+    async def set_vectors(self, vectors: Sequence[tuple[str, DenseVector]]) -> None:
+        if not vectors:
+            return
+        ops = [
+            qe.PointVectors(pid, {DENSE: np.asarray(v, dtype=np.float32).tolist()})
+            for pid, v in vectors
+        ]
+        await self._run(
+            lambda: self._apply(qe.UpdateOperation.update_vectors(ops), [pid for pid, _ in vectors])
+        )
+        self._maybe_index()
+
     # --- HNSW index builds (see edge_index for the directory protocol) ---
 
     def index_status(self) -> IndexStatus:
@@ -582,7 +618,10 @@ class EdgeStore:
         return (time.perf_counter() - started) * 1000
 
 
-def _stored_dimension(shard: qe.EdgeShard) -> int | None:
+def _stored_dimension(path: Path, shard: qe.EdgeShard) -> int | None:
+    """The collection's vector size: from its configuration, which an empty shard has too."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        return int(json.loads((path / CONFIG_FILE).read_text())["vectors"][DENSE]["size"])
     records, _ = shard.scroll(qe.ScrollRequest(limit=1, with_payload=False, with_vector=[DENSE]))
     if not records or records[0].vector is None:
         return None

@@ -353,3 +353,15 @@ class QdrantServerStore:
             )
         except Exception as exc:
             raise StoreError(f"qdrant: delete failed: {exc}") from exc
+
+    async def set_vectors(self, vectors: Sequence[tuple[str, DenseVector]]) -> None:
+        if not vectors:
+            return
+        points = [
+            models.PointVectors(id=pid, vector={DENSE: np.asarray(v, dtype=np.float32).tolist()})
+            for pid, v in vectors
+        ]
+        try:
+            await self._client.update_vectors(self._collection, points=points, wait=True)
+        except Exception as exc:
+            raise StoreError(f"qdrant: update_vectors failed: {exc}") from exc

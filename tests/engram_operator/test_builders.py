@@ -130,6 +130,9 @@ def test_backup_runs_engram_backup_with_retention_on_the_backup_claim() -> None:
     assert {"name": "ENGRAM_MAINTENANCE__BACKUP__KEEP", "value": "14"} in container(manifest)["env"]
     mounts = {m["name"]: m["mountPath"] for m in container(manifest)["volumeMounts"]}
     assert mounts["backups"] == "/var/lib/engram/backups"
+    # The service's default is beside the data dir, so the Job says where its claim is.
+    backup_dir = {"name": "ENGRAM_MAINTENANCE__BACKUP__DIR", "value": "/var/lib/engram/backups"}
+    assert backup_dir in container(manifest)["env"]
     volumes = {v["name"]: v for v in pod_spec(manifest)["volumes"]}
     assert volumes["backups"]["persistentVolumeClaim"] == {"claimName": "engram-backups"}
 

@@ -55,7 +55,7 @@ async def test_a_restored_backup_holds_every_memory_exactly(
         await fill(engine)
         original = await snapshot(engine)
         path = await backup(engine)
-    result = await restore(settings, path, collection="restored")
+    result = await restore(settings, path, collection="restored", embedder=HashingEmbedder(384))
     assert result["memories"] == len(original) == 4
     copy = settings.model_copy(
         update={"store": settings.store.model_copy(update={"collection": "restored"})}
@@ -79,8 +79,8 @@ async def test_restore_refuses_live_data_unless_forced(
         before = await snapshot(engine)
         await add(engine, "Added after the backup")
     with pytest.raises(Conflict, match=r"holds 5 memories.*--force"):
-        await restore(settings, path)
-    result = await restore(settings, path, force=True)
+        await restore(settings, path, embedder=HashingEmbedder(384))
+    result = await restore(settings, path, force=True, embedder=HashingEmbedder(384))
     assert (result["replaced"], result["memories"]) == (5, 4)
     async with open_engine(settings, background=False, embedder=HashingEmbedder(384)) as engine:
         assert_same_memories(await snapshot(engine), before)
@@ -97,7 +97,7 @@ async def test_a_damaged_export_is_refused(
     raw = gzip.decompress(data.read_bytes()).replace(b"dark mode", b"evil mode")
     data.write_bytes(gzip.compress(raw))
     with pytest.raises(ExportError, match="checksum does not match"):
-        await restore(settings, path, collection="restored")
+        await restore(settings, path, collection="restored", embedder=HashingEmbedder(384))
 
 
 async def test_backups_keep_the_newest_n(settings_factory: Callable[..., EngramSettings]) -> None:

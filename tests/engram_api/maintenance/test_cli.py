@@ -50,7 +50,8 @@ def test_backup_then_restore_into_a_new_collection(
     assert run(tmp_path, "add", "Deploys happen on Tuesdays", "--scope", "global") == 0
     assert run(tmp_path, "backup", "--summary-line") == 0
     assert parse_summary(capsys.readouterr().out).task.value == "backup"
-    [export] = (tmp_path / "data" / "backups" / "memories").iterdir()
+    # Backups live beside the data dir, not in it: wiping the data dir keeps them.
+    [export] = (tmp_path / "data-backups" / "memories").iterdir()
     assert run(tmp_path, "restore", str(export)) == 1  # live data, no --force
     assert "--force" in capsys.readouterr().err
     assert run(tmp_path, "restore", str(export), "--collection", "copy") == 0
