@@ -35,6 +35,7 @@ from .access import AccessTracker
 from .guards import SecretGuard
 from .model import Memory, Source, check_scope, content_hash, point_id, rfc3339, utc_now
 from .policy import PolicyEngine, ScopeSelector
+from .undo import restore_record
 
 log = logging.getLogger(__name__)
 E = TypeVar("E", bound=Enum)
@@ -456,11 +457,28 @@ class MemoryService:
         if not point.payload.get("archived"):
             return {"status": "not_archived", "id": point.id}
         now = rfc3339(self.clock())
-        await self.store.set_payload(
-            [point.id],
-            {"archived": 0, "archived_reason": "", "superseded_by": "", "updated_at": now},
-        )
-        return {"status": "restored", "id": point.id}
+        # The decision is recorded on the memory, so the step that archived it leaves it be.
+        update = restore_record(point.payload, agent=agent, stamp=now)
+        await self.store.set_payload([point.id], update)
+        return {"status": "restored", "id": point.id, "undid": update["restored"][-1]}
+
+    async def get(self, *, agent: str, memory_id: str) -> dict[str, Any]:
+        """One memory the caller may read, archived or not, with its lifecycle fields."""
+        check_agent(agent)
+        mid = check_id(memory_id)
+        try:
+            found = await self.store.retrieve([mid])
+        except StoreError as exc:
+            raise Unavailable(f"store unavailable: {exc}") from None
+        if not found or not self.policy.can_read(agent, str(found[0].payload.get("scope", ""))):
+            raise NotFound(f"id: no memory {mid} visible to agent '{agent}'", field="id")
+        p = found[0].payload
+        out = Memory.from_payload(found[0].id, p).to_public()
+        for key in ("archived_at", "archived_by", "merged_from", "restored", "kept_apart",
+                    "conflict_with", "derived_by", "consolidation_method"):  # fmt: skip
+            if p.get(key):
+                out[key] = p[key]
+        return out
 
     async def aclose(self) -> None:
         await self.access.aclose()
