@@ -33,7 +33,16 @@ from engram_contract.scopes import any_pattern_matches
 
 from .access import AccessTracker
 from .guards import SecretGuard
-from .model import Memory, Source, check_scope, content_hash, point_id, rfc3339, utc_now
+from .model import (
+    Memory,
+    Source,
+    check_scope,
+    content_hash,
+    content_point_id,
+    point_id,
+    rfc3339,
+    utc_now,
+)
 from .policy import PolicyEngine, ScopeSelector
 from .undo import restore_record
 
@@ -213,7 +222,8 @@ class MemoryService:
         return result
 
     def _answer(self, w: PreparedWrite, *, status: str, **extra: Any) -> dict[str, Any]:
-        out: dict[str, Any] = {"status": status, "write_id": w.write_id, "id": point_id(w.write_id)}
+        pid = content_point_id(w.scope, w.mem_type.value, content_hash(w.content))
+        out: dict[str, Any] = {"status": status, "write_id": w.write_id, "id": pid}
         if status == "queued":
             out["queued"] = True
         if w.trust_capped:
@@ -225,9 +235,15 @@ class MemoryService:
         return out
 
     async def write(self, w: PreparedWrite) -> dict[str, Any]:
-        """Dedup-check, embed and store one prepared write. Idempotent by write_id."""
-        pid = point_id(w.write_id)
+        """Dedup-check, embed and store one prepared write. Idempotent by write_id.
+
+        The point id derives from scope, type and content (:func:`content_point_id`), so
+        identical adds racing each other land on one point. Only when that point holds an
+        archived memory does the write get its own point (the write id's), leaving the
+        archived one as it was.
+        """
         chash = content_hash(w.content)
+        pid = content_point_id(w.scope, w.mem_type.value, chash)
         dup_match = Match(
             scopes=frozenset({w.scope}),
             mem_types=frozenset({w.mem_type.value}),
@@ -236,8 +252,11 @@ class MemoryService:
         existing, _ = await self.store.scroll(dup_match, limit=1)
         if existing:
             mem = Memory.from_payload(existing[0].id, existing[0].payload)
-            status = "stored" if existing[0].id == pid else "duplicate"
+            same = existing[0].payload.get("write_id") == w.write_id
+            status = "stored" if same else "duplicate"
             return self._answer(w, status=status, memory=mem.to_public()) | {"id": mem.id}
+        if await self.store.retrieve([pid]):
+            pid = point_id(w.write_id)  # an archived memory holds this text: keep it as it is
         text = f"{w.content}\n{w.context}" if w.context else w.content
         if isinstance(self.embedder, EmbedderChain):
             # Record the model that really answered: a fallback's vectors live in another space.

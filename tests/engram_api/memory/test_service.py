@@ -12,7 +12,7 @@ from engram_api.embeddings.base import EmbeddingError, Vector
 from engram_api.embeddings.hashing import HashingEmbedder
 from engram_api.errors import InvalidInput, NotFound, PermissionDenied, SecretDetected, Unavailable
 from engram_api.memory.guards import SecretGuard
-from engram_api.memory.model import point_id
+from engram_api.memory.model import content_hash, content_point_id
 from engram_api.memory.policy import PolicyEngine
 from engram_api.memory.service import MemoryService
 from engram_api.settings import LimitSettings
@@ -63,7 +63,7 @@ def make_service(
     )
 
 
-async def test_add_stores_a_memory_whose_id_derives_from_its_write_id(
+async def test_add_stores_a_memory_whose_id_derives_from_its_scope_type_and_text(
     service: MemoryService,
 ) -> None:
     out = await service.add(
@@ -75,7 +75,7 @@ async def test_add_stores_a_memory_whose_id_derives_from_its_write_id(
         source="user_direct",
     )
     assert out["status"] == "stored"
-    assert out["id"] == point_id(out["write_id"])
+    assert out["id"] == content_point_id("global", "preference", content_hash("User prefers dark mode"))
     mem = out["memory"]
     assert (mem["scope"], mem["mem_type"], mem["trust"], mem["source"]) == (
         "global",
