@@ -54,7 +54,7 @@ DEFAULT_PROFILES: Final[dict[str, SimilarityProfile]] = {
         dedup=0.87,
         related=0.5,
         lexical=0.35,
-        verbatim=0.85,
+        verbatim=1.0,
         resolve=0.74,
         source="measured: engram maintenance calibrate --corpus tests/corpora/lifecycle.yaml",
     ),
