@@ -50,11 +50,13 @@ async def measure(path: Path, lang: str | None) -> dict[str, Any]:
             for p, o in res.of(label)  # type: ignore[arg-type]
             if (label == "duplicate" and o != "merged")
             or (label == "distinct" and o not in ("kept", "flagged"))
-            or (label == "contradiction" and not (
-                o == "resolved_right" or (p.survivor == "both" and o == "flagged")))
+            or (
+                label == "contradiction"
+                and not (o == "resolved_right" or (p.survivor == "both" and o == "flagged"))
+            )
         ]
         for label in ("duplicate", "contradiction", "distinct")
-    }  # fmt: skip
+    }
     return {
         "model": model,
         "corpus": str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path),

@@ -200,7 +200,8 @@ class LocalEmbedder:
         return MAX_TOKENS - 2  # [CLS] and [SEP]
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
-        return [tuple(o) for o in self._spans.encode(text, add_special_tokens=False).offsets]
+        enc = self._spans.encode(text, add_special_tokens=False)
+        return [(int(s), int(e)) for s, e in enc.offsets]
 
     def _tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         return [e.ids for e in self._tokenizer.encode_batch(list(texts))]

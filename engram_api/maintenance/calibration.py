@@ -372,7 +372,9 @@ def fit(model_id: str, rows: Sequence[tuple[str, float, float, bool, bool]]) -> 
     )
 
 
-async def calibrate_corpus(embedder: Embedder, pairs: Sequence[tuple[str, str, str]]) -> CorpusCalibration:
+async def calibrate_corpus(
+    embedder: Embedder, pairs: Sequence[tuple[str, str, str]]
+) -> CorpusCalibration:
     """``pairs``: (label, text a, text b). Embeds both sides and fits :func:`fit`."""
     from .statements import compare, overlap
 

@@ -11,11 +11,12 @@ type's policy: preference and procedure, the newer wins; fact, higher trust, the
 (``conflict_with``). The loser is archived ``superseded`` with ``superseded_by``. Anything
 less clear is reported as ambiguous and left alone.
 
-With an LLM, the judge sees every candidate pair. The LLM only says how the two relate (``duplicate``, ``contradiction`` or ``compatible``, with a
-confidence); which memory wins is decided here, by the type's policy, so a memory cannot talk
-the judge into archiving another. An answer that does not validate changes nothing. A loser
-is archived with the reason and ``superseded_by`` the winner, and a lower-trust memory never
-archives a higher-trust one, whatever the policy says.
+With an LLM, the judge sees every candidate pair. The LLM only says how the two relate
+(``duplicate``, ``contradiction`` or ``compatible``, with a confidence); which memory wins is
+decided here, by the type's policy, so a memory cannot talk the judge into archiving another.
+An answer that does not validate changes nothing. A loser is archived with the reason and
+``superseded_by`` the winner, and a lower-trust memory never archives a higher-trust one,
+whatever the policy says.
 
 Duplicates found here are merged like dedup merges them: paraphrases score inside the band
 (an embedding cannot tell them from near misses, see docs/maintenance.md), so this is where
@@ -118,9 +119,14 @@ async def run_conflicts(ctx: RunContext, step: StepReport) -> None:
             why = kept_apart((a, scan.payloads[a]), (b, scan.payloads[b]))
             if why:
                 step.count("skipped_restored")
-                step.act("skipped", a, scan.payloads[a].get("content"), other=b,
-                         other_text=scan.payloads[b].get("content"),
-                         reason=f"not resolved again: {why}")  # fmt: skip
+                step.act(
+                    "skipped",
+                    a,
+                    scan.payloads[a].get("content"),
+                    other=b,
+                    other_text=scan.payloads[b].get("content"),
+                    reason=f"not resolved again: {why}",
+                )
                 continue
             pairs.append((score, a, b, g.mem_type))
     pairs.sort(key=lambda x: (-x[0], x[1], x[2]))
@@ -160,15 +166,22 @@ async def _offline(
         if a in ctx.archived or b in ctx.archived:
             continue
         pa, pb = payloads[a], payloads[b]
-        j = judge(score, str(pa.get("content", "")), str(pb.get("content", "")), ctx.profile,
-                  dedup=dedup)  # fmt: skip
+        j = judge(
+            score, str(pa.get("content", "")), str(pb.get("content", "")), ctx.profile, dedup=dedup
+        )
         if j.kind != "conflict":
             step.count(f"{j.kind}_pairs")
             continue
         if not resolvable_offline(j, ctx.profile, dedup):
             step.count("ambiguous")
-            step.act("ambiguous", a, pa.get("content"), other=b, other_text=pb.get("content"),
-                     reason=f"{j.reason} (cosine {score:.3f}); left for a person or an LLM")  # fmt: skip
+            step.act(
+                "ambiguous",
+                a,
+                pa.get("content"),
+                other=b,
+                other_text=pb.get("content"),
+                reason=f"{j.reason} (cosine {score:.3f}); left for a person or an LLM",
+            )
             continue
         policy = ctx.settings.conflicts.policies[mem_type]
         try:
@@ -191,17 +204,28 @@ async def _resolve_offline(
             await ctx.set_payload([x], {"conflict_with": flagged, "updated_at": ctx.stamp})
             px["conflict_with"] = flagged
         step.count("flagged")
-        step.act("flagged", a[0], a[1].get("content"), other=b[0],
-                 other_text=b[1].get("content"),
-                 reason=f"contradiction kept both ({policy.value}): {reason}")  # fmt: skip
+        step.act(
+            "flagged",
+            a[0],
+            a[1].get("content"),
+            other=b[0],
+            other_text=b[1].get("content"),
+            reason=f"contradiction kept both ({policy.value}): {reason}",
+        )
         return
     winner, loser = pick_winner(policy, a, b)
     pw, pl = (a[1], b[1]) if winner == a[0] else (b[1], a[1])
     if _trust(pl) > _trust(pw):
         step.count("kept_higher_trust")
         step.add_ids("kept_higher_trust", [loser])
-        step.act("kept", loser, pl.get("content"), other=winner, other_text=pw.get("content"),
-                 reason="the policy's winner has lower trust; both kept")  # fmt: skip
+        step.act(
+            "kept",
+            loser,
+            pl.get("content"),
+            other=winner,
+            other_text=pw.get("content"),
+            reason="the policy's winner has lower trust; both kept",
+        )
         return
     await ctx.archive(
         [loser], "superseded", superseded_by=winner, conflict_reason=f"{reason} ({policy.value})"
@@ -210,8 +234,14 @@ async def _resolve_offline(
     step.count(ARCHIVED)
     step.add_ids("archived", [loser])
     step.add_ids("winners", [winner])
-    step.act("superseded", loser, pl.get("content"), survivor=winner,
-             survivor_text=pw.get("content"), reason=f"{reason}; {policy.value}")  # fmt: skip
+    step.act(
+        "superseded",
+        loser,
+        pl.get("content"),
+        survivor=winner,
+        survivor_text=pw.get("content"),
+        reason=f"{reason}; {policy.value}",
+    )
 
 
 async def _judge(
@@ -254,9 +284,14 @@ async def _judge(
     if why and ctx.service.guard.find(why) is None:
         extra["conflict_reason"] = why
     await ctx.archive([loser], f"conflict: contradicted by {winner} ({policy.value})", **extra)
-    step.act("superseded", loser, payloads[loser].get("content"), survivor=winner,
-             survivor_text=payloads[winner].get("content"),
-             reason=f"LLM: contradiction ({v.confidence}); {policy.value}")  # fmt: skip
+    step.act(
+        "superseded",
+        loser,
+        payloads[loser].get("content"),
+        survivor=winner,
+        survivor_text=payloads[winner].get("content"),
+        reason=f"LLM: contradiction ({v.confidence}); {policy.value}",
+    )
     step.count(RESOLVED)
     step.count(ARCHIVED)
     step.add_ids("archived", [loser])

@@ -29,10 +29,9 @@ from engram_api.embeddings.base import EmbeddingError
 from engram_api.errors import EngramError, PermissionDenied
 from engram_api.llm.base import LLMError
 from engram_api.memory.service import PreparedWrite
+from engram_api.memory.undo import restored_from
 from engram_api.store.base import StoreError
 from engram_contract.permissions import MemType, Trust
-
-from engram_api.memory.undo import restored_from
 
 from .context import RunContext
 from .extractive import extract
@@ -156,8 +155,7 @@ async def find_clusters(ctx: RunContext, step: StepReport) -> list[tuple[list[st
         created_before_epoch=cutoff,
     ):
         done += scan.scanned
-        for key in [k for k in scan.pairs if any(
-            restored_from(scan.payloads[i], STEP) for i in k)]:  # fmt: skip
+        for key in [k for k in scan.pairs if any(restored_from(scan.payloads[i], STEP) for i in k)]:
             del scan.pairs[key]
         clusters.extend(
             (c, scan) for c in cluster_stars(scan, cfg.min_cluster_size, cfg.max_cluster_size)
@@ -278,5 +276,11 @@ async def _consolidate(
     step.count("consolidated_clusters")
     step.add_ids("archived", ordered)
     for m in ordered:
-        step.act("consolidated", m, payloads[m].get("content"), survivor=summary_id,
-                 survivor_text=summary, reason="extractive" if offline else "LLM summary")  # fmt: skip
+        step.act(
+            "consolidated",
+            m,
+            payloads[m].get("content"),
+            survivor=summary_id,
+            survivor_text=summary,
+            reason="extractive" if offline else "LLM summary",
+        )

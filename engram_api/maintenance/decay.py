@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import math
 
+from engram_api.memory.undo import restored_from
 from engram_api.store.base import Match
 from engram_contract.permissions import MemType
-
-from engram_api.memory.undo import restored_from
 
 from .consolidation import find_clusters
 from .context import RunContext
@@ -76,9 +75,13 @@ async def _decay_type(
             undone = restored_from(p.payload, STEP)
             if undone:
                 step.count("skipped_restored")
-                step.act("skipped", p.id, p.payload.get("content"),
-                         reason=f"restored by {undone.get('restored_by', '?')} "
-                         f"at {undone.get('restored_at', '?')}; not decayed again")  # fmt: skip
+                step.act(
+                    "skipped",
+                    p.id,
+                    p.payload.get("content"),
+                    reason=f"restored by {undone.get('restored_by', '?')} "
+                    f"at {undone.get('restored_at', '?')}; not decayed again",
+                )
                 continue
             age = (ctx.now_epoch - float(p.payload.get("created_at_epoch", ctx.now_epoch))) / _DAY_S
             score = importance(
@@ -86,9 +89,13 @@ async def _decay_type(
             )
             if score < cfg.threshold:
                 fading.append(p.id)
-                step.act("decayed", p.id, p.payload.get("content"),
-                         reason=f"importance {score:.3f} < {cfg.threshold} "
-                         f"({age:.0f} days, {p.payload.get('access_count', 0)} accesses)")  # fmt: skip
+                step.act(
+                    "decayed",
+                    p.id,
+                    p.payload.get("content"),
+                    reason=f"importance {score:.3f} < {cfg.threshold} "
+                    f"({age:.0f} days, {p.payload.get('access_count', 0)} accesses)",
+                )
         # Archiving changes no field the filter reads until the page is done: the cursor
         # (point ids in order) stays valid.
         await ctx.archive(fading, REASON)

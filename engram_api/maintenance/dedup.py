@@ -57,8 +57,13 @@ def duplicates_only(ctx: RunContext, step: StepReport, scan: PairScan) -> PairSc
     out = PairScan(payloads=scan.payloads, scanned=scan.scanned)
     for (a, b), score in scan.pairs.items():
         pa, pb = scan.payloads[a], scan.payloads[b]
-        j = judge(score, str(pa.get("content", "")), str(pb.get("content", "")), ctx.profile,
-                  dedup=threshold)  # fmt: skip
+        j = judge(
+            score,
+            str(pa.get("content", "")),
+            str(pb.get("content", "")),
+            ctx.profile,
+            dedup=threshold,
+        )
         if j.kind == "conflict" and score >= threshold:
             step.count("conflict_candidates")
         if j.kind != "duplicate":
@@ -66,8 +71,14 @@ def duplicates_only(ctx: RunContext, step: StepReport, scan: PairScan) -> PairSc
         why = kept_apart((a, pa), (b, pb))
         if why:
             step.count("skipped_restored")
-            step.act("skipped", a, pa.get("content"), other=b, other_text=pb.get("content"),
-                     reason=f"not merged again: {why}")  # fmt: skip
+            step.act(
+                "skipped",
+                a,
+                pa.get("content"),
+                other=b,
+                other_text=pb.get("content"),
+                reason=f"not merged again: {why}",
+            )
             continue
         out.pairs[(a, b)] = score
     return out
@@ -97,9 +108,14 @@ async def run_dedup(ctx: RunContext, step: StepReport) -> None:
             merge(ctx, step, survivor, losers, scan.payloads)
             sp = scan.payloads[survivor]
             for lid in losers:
-                step.act("merged", lid, scan.payloads[lid].get("content"), survivor=survivor,
-                         survivor_text=sp.get("content"),
-                         reason=f"duplicate (cosine {scan.pairs[_key(lid, survivor)]:.3f})")  # fmt: skip
+                step.act(
+                    "merged",
+                    lid,
+                    scan.payloads[lid].get("content"),
+                    survivor=survivor,
+                    survivor_text=sp.get("content"),
+                    reason=f"duplicate (cosine {scan.pairs[_key(lid, survivor)]:.3f})",
+                )
         if len(ctx.pending) >= _FLUSH_AT:
             await _flush(ctx, step)
     await _flush(ctx, step)

@@ -27,6 +27,14 @@ def _day(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d")
 
 
+def _fill(template: str, values: list[str]) -> str:
+    parts = template.split("#")
+    out = parts[0]
+    for i, part in enumerate(parts[1:]):
+        out += (values[i] if i < len(values) else "#") + part
+    return out
+
+
 def extract(payloads: Sequence[dict[str, Any]], limit: int) -> str:
     """One knowledge text of at most ``limit`` characters covering every log in ``payloads``."""
     groups: dict[str, list[str]] = {}
@@ -51,11 +59,11 @@ def extract(payloads: Sequence[dict[str, Any]], limit: int) -> str:
         for i in range(max(len(v) for v in values)):
             seen = [v[i] for v in values if len(v) > i]
             nums = [float(x) for x in seen if re.fullmatch(r"\d+(?:\.\d+)?", x)]
-            slots.append(
-                f"{min(nums):g}-{max(nums):g}" if len(nums) == len(seen) and nums else seen[0]
-            )
-        filled = iter(slots)
-        line = re.sub(r"#", lambda _: next(filled, "#"), template)
+            if nums and len(nums) == len(seen) and min(nums) != max(nums):
+                slots.append(f"{min(nums):g}-{max(nums):g}")
+            else:
+                slots.append(seen[0])
+        line = _fill(template, slots)
         lines.append((f"- {line} ({len(members)} times; values are ranges)", len(members)))
     out = head
     covered = 0

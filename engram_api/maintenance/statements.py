@@ -95,11 +95,41 @@ _EN_NEGATIONS: Final = frozenset(
     }
 )
 # Longest first: 从不 is one negation, not 从 + 不.
-_ZH_NEGATIONS: Final = ("从来不", "从不", "从未", "没有", "不要", "不用", "不能", "不会", "不是",
-                        "别", "没", "不", "未", "勿", "禁止", "无需", "无法")  # fmt: skip
+_ZH_NEGATIONS: Final = (
+    "从来不",
+    "从不",
+    "从未",
+    "没有",
+    "不要",
+    "不用",
+    "不能",
+    "不会",
+    "不是",
+    "别",
+    "没",
+    "不",
+    "未",
+    "勿",
+    "禁止",
+    "无需",
+    "无法",
+)
 # Words holding a negation character that negate nothing.
-_ZH_NOT_NEGATION: Final = ("不过", "不同", "不断", "不错", "不久", "不仅", "不少", "差不多",
-                           "不但", "并不是说", "未来", "毫不犹豫", "不管")  # fmt: skip
+_ZH_NOT_NEGATION: Final = (
+    "不过",
+    "不同",
+    "不断",
+    "不错",
+    "不久",
+    "不仅",
+    "不少",
+    "差不多",
+    "不但",
+    "并不是说",
+    "未来",
+    "毫不犹豫",
+    "不管",
+)
 
 # Each tuple is one axis; its members are mutually exclusive values on it.
 _EN_ANTONYMS: Final[tuple[tuple[frozenset[str], ...], ...]] = tuple(
@@ -575,9 +605,32 @@ def features(text: str) -> Features:
             if value is not None:
                 numbers.add(str(value))
 
-    negations = sum(1 for w in lower if w in _EN_NEGATIONS or (w.endswith("nt") and w[:-2] in {
-        "do", "does", "did", "is", "are", "was", "were", "wo", "ca", "could", "should", "must",
-        "need", "have", "has"}))  # fmt: skip
+    negations = sum(
+        1
+        for w in lower
+        if w in _EN_NEGATIONS
+        or (
+            w.endswith("nt")
+            and w[:-2]
+            in {
+                "do",
+                "does",
+                "did",
+                "is",
+                "are",
+                "was",
+                "were",
+                "wo",
+                "ca",
+                "could",
+                "should",
+                "must",
+                "need",
+                "have",
+                "has",
+            }
+        )
+    )
     # "X, not Y" names a rejected alternative (compared as a contrast below), like
     # "X instead of Y": it negates nothing in the statement.
     negations -= len(_CONTRAST_NOT.findall(text))

@@ -493,8 +493,16 @@ class MemoryService:
             raise NotFound(f"id: no memory {mid} visible to agent '{agent}'", field="id")
         p = found[0].payload
         out = Memory.from_payload(found[0].id, p).to_public()
-        for key in ("archived_at", "archived_by", "merged_from", "restored", "kept_apart",
-                    "conflict_with", "derived_by", "consolidation_method"):  # fmt: skip
+        for key in (
+            "archived_at",
+            "archived_by",
+            "merged_from",
+            "restored",
+            "kept_apart",
+            "conflict_with",
+            "derived_by",
+            "consolidation_method",
+        ):
             if p.get(key):
                 out[key] = p[key]
         return out

@@ -53,9 +53,8 @@ def kept_apart(a: tuple[str, dict[str, Any]], b: tuple[str, dict[str, Any]]) -> 
     """Why ``a`` and ``b`` must not be merged or resolved against each other, or None."""
     for (x, px), (y, _) in ((a, b), (b, a)):
         if y in (px.get("kept_apart") or []):
-            entry = next(
-                (e for e in reversed(px.get("restored") or []) if e.get("other") == y), {}
-            )
+            undone = reversed(px.get("restored") or [])
+            entry: dict[str, Any] = next((e for e in undone if e.get("other") == y), {})
             who = entry.get("restored_by", "someone")
             return f"{x} was restored by {who} after being archived against {y}"
     return None

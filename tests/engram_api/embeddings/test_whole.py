@@ -32,7 +32,8 @@ def test_windows_cover_every_token_with_an_overlap() -> None:
         spans.append((at, at + len(word)))
         at += len(word) + 1
     got = windows(text, spans, 40)
-    assert got[0][0].startswith("0 ") and got[-1][0].endswith(" 99")
+    assert got[0][0].startswith("0 ")
+    assert got[-1][0].endswith(" 99")
     assert all(n <= 40 for _, n in got)
     assert len(got) == 1 + -(-(100 - 40) // (40 - OVERLAP))
 

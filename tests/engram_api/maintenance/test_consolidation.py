@@ -99,7 +99,8 @@ async def test_without_an_llm_clusters_are_distilled_extractively_before_decay(
     assert k["consolidation_method"] == "extractive"
     assert sorted(k["consolidated_from"]) == sorted(ids)
     assert "From 3 task logs" in k["content"]
-    assert "batch 0-2" in k["content"] and "3 times" in k["content"]
+    assert "batch 0-2" in k["content"]
+    assert "3 times" in k["content"]
     for mid in ids:
         p = await payload(engine, mid)
         assert (p["archived_reason"], p["consolidated_into"]) == ("consolidated", kid)
@@ -111,11 +112,10 @@ async def test_decay_spares_clustered_logs_when_consolidation_is_disabled(
 ) -> None:
     settings = settings_factory(maintenance={"consolidation": {"enabled": False}})
     async with open_engine(settings, background=False, embedder=HashingEmbedder(384)) as engine:
-        ids = [
-            await add(engine, t, mem_type="task_log", created_at=days_ago(200)) for t in logs(3)
-        ]
-        lone = await add(engine, "Rotated the on-call pager", mem_type="task_log",
-                         created_at=days_ago(200))  # fmt: skip
+        ids = [await add(engine, t, mem_type="task_log", created_at=days_ago(200)) for t in logs(3)]
+        lone = await add(
+            engine, "Rotated the on-call pager", mem_type="task_log", created_at=days_ago(200)
+        )
         report = await run_maintenance(engine, "weekly", llm=None)
         decay = {s.name: s for s in report.steps}["decay"]
         assert decay.counts["spared_for_consolidation"] == len(ids)

@@ -41,12 +41,21 @@ async def cosine(model: Embedder, a: str, b: str) -> float:
     [
         ("The staging DB is Postgres 15.", "The staging DB is Postgres 16.", "conflict"),
         ("Use pnpm, not npm.", "Use npm, not pnpm.", "conflict"),
-        ("Always squash commits before merging.", "Never squash commits before merging.",
-         "conflict"),  # fmt: skip
-        ("The user prefers dark mode in the code editor",
-         "The user prefers the dark mode in the code editor.", "duplicate"),  # fmt: skip
-        ("Alice owns the billing service.", "The billing service is owned by Alice.",
-         "duplicate"),  # fmt: skip
+        (
+            "Always squash commits before merging.",
+            "Never squash commits before merging.",
+            "conflict",
+        ),
+        (
+            "The user prefers dark mode in the code editor",
+            "The user prefers the dark mode in the code editor.",
+            "duplicate",
+        ),
+        (
+            "Alice owns the billing service.",
+            "The billing service is owned by Alice.",
+            "duplicate",
+        ),
         ("端口是 8080。", "端口是 9090。", "conflict"),
         ("部署前必须运行测试。", "部署前不运行测试。", "conflict"),
         ("用户喜欢深色模式。", "用户喜欢浅色模式。", "conflict"),
@@ -65,8 +74,9 @@ async def test_a_fixed_slice_of_the_corpus_meets_the_goals(
 ) -> None:
     pairs = [p for i, p in enumerate(corpus.load(CORPUS)) if i % 5 == 0 or p.id.startswith("long")]
     assert {p.lang for p in pairs} == {"en", "zh"}
-    async with open_engine(make_settings(tmp_path), background=False,
-                           embedder=real_embedder) as engine:  # fmt: skip
+    async with open_engine(
+        make_settings(tmp_path), background=False, embedder=real_embedder
+    ) as engine:
         ids = await corpus.store_pairs(engine, pairs)
         await run_maintenance(engine, "weekly", llm=None)
         figures = (await corpus.outcomes(engine, pairs, ids)).figures()
@@ -92,7 +102,10 @@ def test_postgres_15_then_16_keeps_the_newer_and_never_merges_them(
     assert action["survivor_text"] == "The staging DB is Postgres 16"
     got = cli(tmp_path, capsys, "get", old["id"])
     assert (got["archived"], got["archived_reason"], got["superseded_by"]) == (
-        True, "superseded", new["id"])  # fmt: skip
+        True,
+        "superseded",
+        new["id"],
+    )
     found = cli(tmp_path, capsys, "search", "which Postgres version is staging on?")
     assert [r["content"] for r in found["results"]] == ["The staging DB is Postgres 16"]
 
@@ -100,10 +113,12 @@ def test_postgres_15_then_16_keeps_the_newer_and_never_merges_them(
 def test_pnpm_not_npm_then_the_reverse_keeps_the_newer_preference(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    first = cli(tmp_path, capsys, "add", "Use pnpm, not npm", "--scope", "global",
-                "--type", "preference")  # fmt: skip
-    second = cli(tmp_path, capsys, "add", "Use npm, not pnpm", "--scope", "global",
-                 "--type", "preference")  # fmt: skip
+    first = cli(
+        tmp_path, capsys, "add", "Use pnpm, not npm", "--scope", "global", "--type", "preference"
+    )
+    second = cli(
+        tmp_path, capsys, "add", "Use npm, not pnpm", "--scope", "global", "--type", "preference"
+    )
     cli(tmp_path, capsys, "maintenance", "weekly")
     assert cli(tmp_path, capsys, "get", first["id"])["superseded_by"] == second["id"]
     assert cli(tmp_path, capsys, "get", second["id"])["archived"] is False
@@ -112,10 +127,26 @@ def test_pnpm_not_npm_then_the_reverse_keeps_the_newer_preference(
 def test_a_paraphrase_merges_and_a_restore_lasts_until_an_explicit_forget(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    a = cli(tmp_path, capsys, "add", "The user prefers dark mode in the code editor",
-            "--scope", "global", "--type", "preference")  # fmt: skip
-    b = cli(tmp_path, capsys, "add", "The user prefers the dark mode in the code editor.",
-            "--scope", "global", "--type", "preference")  # fmt: skip
+    a = cli(
+        tmp_path,
+        capsys,
+        "add",
+        "The user prefers dark mode in the code editor",
+        "--scope",
+        "global",
+        "--type",
+        "preference",
+    )
+    b = cli(
+        tmp_path,
+        capsys,
+        "add",
+        "The user prefers the dark mode in the code editor.",
+        "--scope",
+        "global",
+        "--type",
+        "preference",
+    )
     first = cli(tmp_path, capsys, "maintenance", "daily")
     assert first["totals"]["merged"] == 1
     [merged] = next(s for s in first["steps"] if s["name"] == "dedup")["actions"]
@@ -144,16 +175,20 @@ async def test_task_log_clusters_are_distilled_offline_not_decayed(
         "Ran the nightly invoice export; it failed: the SFTP server timed out.",
         "Ran the nightly invoice export; it finished in 5 minutes with 1280 rows.",
     ]
-    async with open_engine(make_settings(tmp_path), background=False,
-                           embedder=real_embedder) as engine:  # fmt: skip
-        ids = [await add(engine, t, mem_type="task_log", created_at=days_ago(200 + i))
-               for i, t in enumerate(texts)]  # fmt: skip
+    async with open_engine(
+        make_settings(tmp_path), background=False, embedder=real_embedder
+    ) as engine:
+        ids = [
+            await add(engine, t, mem_type="task_log", created_at=days_ago(200 + i))
+            for i, t in enumerate(texts)
+        ]
         report = await run_maintenance(engine, "weekly", llm=None)
         [(kid, k)] = (await active(engine, mem_types=frozenset({"knowledge"}))).items()
         for mid in ids:
             assert (await payload(engine, mid))["consolidated_into"] == kid
     assert k["consolidation_method"] == "extractive"
-    assert "SFTP server timed out" in k["content"] and "1 failed" in k["content"]
+    assert "SFTP server timed out" in k["content"]
+    assert "1 failed" in k["content"]
     decay = next(s for s in report.steps if s.name == "decay")
     assert not decay.ids.get("archived")
 
@@ -163,9 +198,11 @@ async def test_long_memories_sharing_an_opening_are_neither_merged_nor_tied(
 ) -> None:
     long = [p for p in corpus.load(CORPUS) if p.kind == "long_shared_opening"]
     texts = sorted({s.content for p in long for s in (p.a, p.b)})
-    assert len(texts) == 5 and min(len(t) for t in texts) > 3_500
-    async with open_engine(make_settings(tmp_path), background=False,
-                           embedder=real_embedder) as engine:  # fmt: skip
+    assert len(texts) == 5
+    assert min(len(t) for t in texts) > 3_500
+    async with open_engine(
+        make_settings(tmp_path), background=False, embedder=real_embedder
+    ) as engine:
         for t in texts:
             await add(engine, t, mem_type="knowledge")
         report = await run_maintenance(engine, "daily", llm=None)
@@ -186,12 +223,19 @@ async def test_long_memories_sharing_an_opening_are_neither_merged_nor_tied(
 async def test_five_concurrent_identical_adds_store_one_memory(
     tmp_path: Path, real_embedder: Embedder, mode: str
 ) -> None:
-    async with open_engine(make_settings(tmp_path, mode), background=False,
-                           embedder=real_embedder) as engine:  # fmt: skip
-        outs = await asyncio.gather(*(
-            engine.service.add(agent="main", content="The user prefers dark mode",
-                               scope="global", mem_type="preference")
-            for _ in range(5)
-        ))  # fmt: skip
+    async with open_engine(
+        make_settings(tmp_path, mode), background=False, embedder=real_embedder
+    ) as engine:
+        outs = await asyncio.gather(
+            *(
+                engine.service.add(
+                    agent="main",
+                    content="The user prefers dark mode",
+                    scope="global",
+                    mem_type="preference",
+                )
+                for _ in range(5)
+            )
+        )
         assert len({o["id"] for o in outs}) == 1
         assert await engine.store.count(Match(archived=False)) == 1

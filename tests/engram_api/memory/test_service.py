@@ -75,7 +75,9 @@ async def test_add_stores_a_memory_whose_id_derives_from_its_scope_type_and_text
         source="user_direct",
     )
     assert out["status"] == "stored"
-    assert out["id"] == content_point_id("global", "preference", content_hash("User prefers dark mode"))
+    assert out["id"] == content_point_id(
+        "global", "preference", content_hash("User prefers dark mode")
+    )
     mem = out["memory"]
     assert (mem["scope"], mem["mem_type"], mem["trust"], mem["source"]) == (
         "global",
