@@ -288,7 +288,7 @@ class MemoryService:
                 )
             ]
         )
-        return self._answer(w, status="stored", memory=mem.to_public())
+        return self._answer(w, status="stored", memory=mem.to_public(), id=pid)
 
     # -------------------------------------------------------------- search
     async def search(
@@ -431,9 +431,7 @@ class MemoryService:
         return out
 
     # ---------------------------------------------------- forget / restore
-    async def _owned(self, agent: str, memory_id: str) -> StoredPoint:
-        check_agent(agent)
-        self.policy.require(agent, Operation.forget)
+    async def _visible(self, agent: str, memory_id: str) -> StoredPoint:
         mid = check_id(memory_id)
         try:
             found = await self.store.retrieve([mid])
@@ -442,12 +440,18 @@ class MemoryService:
         # A memory the caller may not read is reported as missing: its existence is not leaked.
         if not found or not self.policy.can_read(agent, str(found[0].payload.get("scope", ""))):
             raise NotFound(f"id: no memory {mid} visible to agent '{agent}'", field="id")
-        scope = str(found[0].payload.get("scope", ""))
+        return found[0]
+
+    async def _owned(self, agent: str, memory_id: str) -> StoredPoint:
+        check_agent(agent)
+        self.policy.require(agent, Operation.forget)
+        point = await self._visible(agent, memory_id)
+        scope = str(point.payload.get("scope", ""))
         if not any_pattern_matches(self.policy.policy_for(agent).write, scope):
             raise PermissionDenied(
                 f"agent '{agent}' cannot change memories in scope '{scope}'", field="id"
             )
-        return found[0]
+        return point
 
     async def forget(self, *, agent: str, memory_id: str, reason: str) -> dict[str, Any]:
         why = check_text(reason, "reason", max_chars=500, required=True)
@@ -484,15 +488,9 @@ class MemoryService:
     async def get(self, *, agent: str, memory_id: str) -> dict[str, Any]:
         """One memory the caller may read, archived or not, with its lifecycle fields."""
         check_agent(agent)
-        mid = check_id(memory_id)
-        try:
-            found = await self.store.retrieve([mid])
-        except StoreError as exc:
-            raise Unavailable(f"store unavailable: {exc}") from None
-        if not found or not self.policy.can_read(agent, str(found[0].payload.get("scope", ""))):
-            raise NotFound(f"id: no memory {mid} visible to agent '{agent}'", field="id")
-        p = found[0].payload
-        out = Memory.from_payload(found[0].id, p).to_public()
+        point = await self._visible(agent, memory_id)
+        p = point.payload
+        out = Memory.from_payload(point.id, p).to_public()
         for key in (
             "archived_at",
             "archived_by",
