@@ -9,11 +9,14 @@ synthetic unit vectors, so the figures measure maintenance, not embedding:
   changed to see how one large scope costs: exact neighbour search is O(scope) per query);
 - types: 30% task_log, 20% fact, 15% preference, 10% each lesson/decision/procedure,
   5% knowledge; ages uniform over 0-400 days;
-- 8% are near-duplicates (cosine ~0.95) of another memory of the same scope and type,
-  8% are related variants (cosine ~0.6, the conflict band), and task logs come in routines
-  of 4-12 similar logs (cosine ~0.7 to the routine).
-The run is a real ``run_maintenance(engine, "weekly", llm=None)``: dedup merges, decay
-archives, conflicts and consolidation find their candidates and report them as skipped.
+- 8% are near-duplicates (cosine ~0.95, the same text with a full stop) of another memory of
+  the same scope and type, 8% are related variants (cosine ~0.6, the same text with an
+  antonym: a conflict candidate the statement checks read), and task logs come in routines
+  of 4-12 similar logs (cosine ~0.7 to the routine). Texts are made of generated words, so
+  every pair found is read by the statement checks (numbers, negation, antonyms, entities).
+The run is a real ``run_maintenance(engine, "weekly", llm=None)``: dedup merges, conflicts
+judge their candidates offline, consolidation distils task-log clusters extractively (writing
+knowledge memories through the service), decay archives.
 Goal on a 2-core machine: <= 120 s at 100k, and the 100k time <= 12x the 10k time.
 The CPU seconds of the process are reported beside the wall time: on a shared machine they
 move less with the load than the wall clock does.
@@ -81,6 +84,13 @@ def generate(
     by_group: dict[tuple[str, MemType], list[int]] = {}
     routines: dict[str, tuple[np.ndarray, int]] = {}
     vectors: list[np.ndarray] = []
+    texts: list[str] = []
+    syllables = ["ka", "lo", "mi", "ren", "tu", "sa", "vel", "dor", "pi", "zan", "qua", "bex"]
+    vocab = [a + b + c for a in syllables for b in syllables for c in ("n", "r", "s", "t")]
+
+    def words(k: int) -> list[str]:
+        return [vocab[int(x)] for x in rng.integers(len(vocab), size=k)]
+
     types = [t for t, _ in TYPES]
     probs = np.array([p for _, p in TYPES])
     for i in range(n):
@@ -95,15 +105,25 @@ def generate(
             vec = near(rng, centre, 0.7)
             routines[scope] = (centre, left - 1)
         elif group and roll < DUP_RATE:
-            vec = near(rng, vectors[group[int(rng.integers(len(group)))]], 0.95)
+            j = group[int(rng.integers(len(group)))]
+            vec, text = near(rng, vectors[j], 0.95), texts[j].rstrip(".") + "."
         elif group and roll < DUP_RATE + RELATED_RATE:
-            vec = near(rng, vectors[group[int(rng.integers(len(group)))]], 0.6)
+            j = group[int(rng.integers(len(group)))]
+            vec, text = near(rng, vectors[j], 0.6), texts[j].replace("enabled", "disabled")
         else:
             vec = unit(rng.standard_normal(DIM))
+        if mem_type is MemType.task_log:
+            w = words(3)
+            minutes = int(rng.integers(1, 60))
+            text = f"Ran the {w[0]} job on {w[1]}; it finished after {minutes} minutes"
+        elif not (group and roll < DUP_RATE + RELATED_RATE):
+            w = words(4)
+            text = f"The {w[0]} {w[1]} for {w[2]} is enabled by the {w[3]} team"
+        texts.append(text)
         vectors.append(vec)
         group.append(i)
         created = now - float(rng.uniform(0, 400)) * 86_400
-        content = f"synthetic {mem_type.value} memory {i} in {scope}"
+        content = text
         write_id = str(uuid.uuid4())
         mem = Memory(
             id=str(uuid.uuid5(uuid.NAMESPACE_URL, write_id)),
@@ -112,7 +132,7 @@ def generate(
             mem_type=mem_type,
             trust=[Trust.low, Trust.medium, Trust.high][int(rng.integers(3))],
             source=Source.agent_output,
-            agent="bench",
+            agent="main",
             context="",
             created_at=utc_now().fromtimestamp(created, tz=utc_now().tzinfo),
             updated_at=utc_now(),
@@ -146,6 +166,8 @@ async def bench(n: int, data_dir: Path, per_scope: int, global_share: float) -> 
         "merged": steps["dedup"].counts.get("merged", 0),
         "conflict_pairs": steps["conflicts"].counts.get("candidate_pairs", 0),
         "clusters": steps["consolidation"].counts.get("clusters", 0),
+        "consolidated": steps["consolidation"].counts.get("consolidated_clusters", 0),
+        "ambiguous": steps["conflicts"].counts.get("ambiguous", 0),
         "decayed": steps["decay"].counts.get("archived", 0),
         "result": report.result.value,
     }
@@ -168,14 +190,15 @@ def main() -> int:
         return 0
     names = list(rows[0]["steps_s"])
     head = ["memories", *names, "weekly total", "CPU", "merged", "band pairs", "clusters"]
-    head.append("decayed")
+    head += ["consolidated", "ambiguous", "decayed"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in rows:
         cells = [str(r["memories"]), *(f"{r['steps_s'][k]:.2f} s" for k in names)]
         cells += [f"{r['total_s']:.2f} s", f"{r['cpu_s']:.2f} s", str(r["merged"])]
         cells.append(str(r["conflict_pairs"]))
-        cells += [str(r["clusters"]), str(r["decayed"])]
+        cells += [str(r["clusters"]), str(r["consolidated"]), str(r["ambiguous"])]
+        cells.append(str(r["decayed"]))
         print("| " + " | ".join(cells) + " |")
     if len(rows) >= 2:
         ratio = rows[-1]["total_s"] / max(rows[0]["total_s"], 1e-9)

@@ -45,6 +45,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     m.add_argument("--summary-line", action="store_true", help="print the compact summary last")
     m.add_argument("--limit", type=int, default=5, help="reports: how many (default 5)")
+    m.add_argument(
+        "--corpus",
+        type=Path,
+        help="calibrate: fit every threshold on a labelled pair corpus "
+        "(e.g. tests/corpora/lifecycle.yaml) instead of the shipped sentence pairs",
+    )
     m.set_defaults(func=_maintenance)
 
     b = sub.add_parser("backup", help="snapshot (server) or portable export (embedded), keep N")
@@ -103,6 +109,22 @@ def _failed_summary(task: Task, message: str) -> MaintenanceSummary:
 
 
 # ------------------------------------------------------------------ rendering
+ACTIONS_SHOWN = 20
+
+
+def action_line(a: dict[str, Any]) -> str:
+    """``merged "text" -> survivor "text" (reason)``: one action on one line."""
+    out = f'{a.get("action")} {a.get("id")} "{a.get("text", "")}"'
+    other = a.get("survivor") or a.get("other")
+    if other:
+        arrow = "->" if a.get("survivor") else "vs"
+        text = a.get("survivor_text") or a.get("other_text") or ""
+        out += f' {arrow} {other} "{text}"'
+    if a.get("reason"):
+        out += f" ({a['reason']})"
+    return out
+
+
 def render_report(report: dict[str, Any]) -> str:
     lines = [
         f"{report['task']} on '{report['collection']}' ({report['store']}): {report['result']}"
@@ -118,6 +140,10 @@ def render_report(report: dict[str, Any]) -> str:
         )
         for err in s.get("errors", [])[:5]:
             lines.append(f"      ! {err}")
+        lines.extend(f"      {action_line(x)}" for x in s.get("actions", [])[:ACTIONS_SHOWN])
+        hidden = len(s.get("actions", [])) - ACTIONS_SHOWN + s.get("actions_dropped", 0)
+        if hidden > 0:
+            lines.append(f"      … {hidden} more actions in the JSON report (--json)")
     tokens = (report.get("llm") or {}).get("tokens")
     if tokens:
         lines.append(
@@ -252,6 +278,9 @@ def _calibrate(settings: EngramSettings, args: argparse.Namespace) -> int:
     from engram_api.maintenance.calibration import calibrate
     from engram_api.runtime import build_embedder
 
+    if args.corpus is not None:
+        return _calibrate_corpus(settings, args)
+
     async def go() -> dict[str, Any]:
         embedder = build_embedder(settings)
         try:
@@ -278,4 +307,38 @@ def _calibrate(settings: EngramSettings, args: argparse.Namespace) -> int:
     )
     profile = json.dumps({result["model_id"]: {"dedup": rec["dedup"], "related": rec["related"]}})
     print(f"to use it: ENGRAM_MAINTENANCE__PROFILES='{profile}'")
+    return 0
+
+
+def _calibrate_corpus(settings: EngramSettings, args: argparse.Namespace) -> int:
+    from engram_api.maintenance import corpus
+    from engram_api.maintenance.calibration import calibrate_corpus
+    from engram_api.runtime import build_embedder
+
+    try:
+        pairs = [(p.label, p.a.content, p.b.content) for p in corpus.load(args.corpus)]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"engram: error: --corpus: cannot read {args.corpus}: {exc}", file=sys.stderr)
+        return 2
+
+    async def go() -> dict[str, Any]:
+        embedder = build_embedder(settings)
+        try:
+            return (await calibrate_corpus(embedder, pairs)).to_dict()
+        finally:
+            await embedder.aclose()
+
+    result = asyncio.run(go())
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    rec = result["recommended"]
+    print(f"model: {result['model_id']} on {result['pairs']} labelled pairs")
+    print("recommended: " + " ".join(f"{k}={v}" for k, v in rec.items()))
+    print(
+        f"duplicates merged {result['duplicate_recall']:.0%}, no distinct pair or "
+        f"contradiction merged; contradictions resolvable offline "
+        f"{result['contradictions_resolvable']:.0%}"
+    )
+    print(f"to use it: ENGRAM_MAINTENANCE__PROFILES='{json.dumps({result['model_id']: rec})}'")
     return 0

@@ -1,4 +1,4 @@
-"""Memory commands: add, search, get-all, status, forget, restore-memory, queue."""
+"""Memory commands: add, search, get, get-all, status, forget, restore-memory, queue."""
 
 from __future__ import annotations
 
@@ -29,6 +29,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--type", dest="mem_type")
     s.add_argument("--trust-min")
     s.add_argument("--limit", type=int, default=5)
+
+    one = sub.add_parser("get", help="print one memory, archived or not")
+    one.add_argument("id")
 
     g = sub.add_parser("get-all", help="list memories page by page")
     g.add_argument("--scope")
@@ -74,6 +77,10 @@ async def _search(e: Engine, a: argparse.Namespace) -> dict[str, Any]:
         trust_min=a.trust_min,
         limit=a.limit,
     )
+
+
+async def _get(e: Engine, a: argparse.Namespace) -> dict[str, Any]:
+    return await e.service.get(agent=a.agent, memory_id=a.id)
 
 
 async def _get_all(e: Engine, a: argparse.Namespace) -> dict[str, Any]:
@@ -122,6 +129,7 @@ async def _queue(e: Engine, a: argparse.Namespace) -> dict[str, Any]:
 HANDLERS: dict[str, Handler] = {
     "add": _add,
     "search": _search,
+    "get": _get,
     "get-all": _get_all,
     "status": _status,
     "forget": _forget,

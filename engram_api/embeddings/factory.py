@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from engram_api.embeddings.base import Embedder, EmbeddingConfigError
 from engram_api.embeddings.chain import EmbedderChain
 from engram_api.embeddings.config import EmbeddingSettings, ProviderSettings
+from engram_api.embeddings.whole import whole
 
 _EXTRAS = {"gemini": ("google-genai", "gemini"), "openai": ("openai", "openai")}
 
@@ -84,7 +85,8 @@ def build_embedder(
     rng: random.Random | None = None,
 ) -> EmbedderChain:
     """The chain for ``settings``; raises :class:`EmbeddingConfigError` with what to change."""
-    providers = [build_provider(settings.primary, "primary")]
+    # Every provider that declares its token window embeds long content whole (chunked).
+    providers = [whole(build_provider(settings.primary, "primary"))]
     if settings.fallback is not None:
-        providers.append(build_provider(settings.fallback, "fallback"))
+        providers.append(whole(build_provider(settings.fallback, "fallback")))
     return EmbedderChain(providers, settings=settings.resilience, clock=clock, sleep=sleep, rng=rng)

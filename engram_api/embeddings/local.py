@@ -158,6 +158,10 @@ class LocalEmbedder:
         # Which arithmetic runs the matrix products: "int8" (rewritten graph) or "fp32".
         self.compute = compute
         self._tokenizer = tokenizer
+        # An untruncated copy: the whole-text wrapper (embeddings/whole.py) cuts long inputs
+        # into windows on these token offsets instead of letting the model drop the rest.
+        self._spans = Tokenizer.from_str(tokenizer.to_str())
+        self._spans.no_truncation()
         self._batch = batch_size
         self._inputs = frozenset(i.name for i in session.get_inputs())
         # One worker: two cores are already used by onnxruntime's intra-op threads.
@@ -214,6 +218,14 @@ class LocalEmbedder:
     @property
     def dimension(self) -> int:
         return DIMENSION
+
+    @property
+    def max_tokens(self) -> int:
+        return MAX_TOKENS - 2  # [CLS] and [SEP]
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        enc = self._spans.encode(text, add_special_tokens=False)
+        return [(int(s), int(e)) for s, e in enc.offsets]
 
     def _tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         return [e.ids for e in self._tokenizer.encode_batch(list(texts))]

@@ -301,3 +301,86 @@ async def calibrate(embedder: Embedder) -> Calibration:
         await _scores(embedder, NEAR_MISSES),
         await _scores(embedder, UNRELATED),
     )
+
+
+# ------------------------------------------------------------------ on the labelled corpus
+@dataclass(frozen=True)
+class CorpusCalibration:
+    """Thresholds for :func:`sameness.judge` fitted on a labelled corpus (per model)."""
+
+    model_id: str
+    pairs: int
+    dedup: float
+    related: float
+    lexical: float
+    verbatim: float
+    resolve: float
+    duplicate_recall: float
+    contradictions_resolvable: float
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "model_id": self.model_id,
+            "pairs": self.pairs,
+            "recommended": {
+                "dedup": self.dedup,
+                "related": self.related,
+                "lexical": self.lexical,
+                "verbatim": self.verbatim,
+                "resolve": self.resolve,
+            },
+            "duplicate_recall": round(self.duplicate_recall, 3),
+            "contradictions_resolvable": round(self.contradictions_resolvable, 3),
+        }
+
+
+def fit(model_id: str, rows: Sequence[tuple[str, float, float, bool, bool]]) -> CorpusCalibration:
+    """``rows``: (label, cosine, word overlap, the texts differ, the difference is clear).
+
+    The merge rule is the one judge() applies: agree, and cosine >= dedup with overlap >=
+    lexical, or overlap >= verbatim above related. Chosen: the highest duplicate recall with
+    no distinct pair or contradiction merged, the strictest thresholds on a tie.
+    """
+    contra = [c for label, c, _, _, _ in rows if label == "contradiction"]
+    related = max(0.3, math.floor((min(contra) - 0.05) * 20 + 1e-9) / 20) if contra else 0.5
+    n_dup = max(sum(1 for r in rows if r[0] == "duplicate"), 1)
+    best: tuple[float, float, float, float] | None = None
+    for d in range(80, 100):
+        dedup = d / 100
+        for lx in range(0, 21):
+            lexical = lx / 20
+            for vb in (1.0, 0.95, 0.9, 0.85, 0.8):
+                merged = [
+                    label
+                    for label, c, o, differ, _ in rows
+                    if not differ and c >= related and ((c >= dedup and o >= lexical) or o >= vb)
+                ]
+                if any(label != "duplicate" for label in merged):
+                    continue
+                recall = len(merged) / n_dup
+                key = (recall, dedup, lexical, vb)
+                if best is None or key[0] > best[0] + 1e-12:
+                    best = key
+    recall, dedup, lexical, verbatim = best or (0.0, 0.99, 1.0, 1.0)
+    clear_distinct = [c for label, c, _, _, clear in rows if label == "distinct" and clear]
+    resolve = _ceil2(max(clear_distinct) + _MARGIN) if clear_distinct else related
+    resolvable = sum(
+        1 for label, c, _, _, clear in rows if label == "contradiction" and clear and c >= resolve
+    ) / max(len(contra), 1)
+    return CorpusCalibration(
+        model_id, len(rows), dedup, related, lexical, verbatim, resolve, recall, resolvable
+    )
+
+
+async def calibrate_corpus(
+    embedder: Embedder, pairs: Sequence[tuple[str, str, str]]
+) -> CorpusCalibration:
+    """``pairs``: (label, text a, text b). Embeds both sides and fits :func:`fit`."""
+    from .statements import compare, overlap
+
+    cos = await _scores(embedder, [(a, b) for _, a, b in pairs])
+    rows = []
+    for (label, a, b), c in zip(pairs, cos, strict=True):
+        diff = compare(a, b)
+        rows.append((label, c, overlap(a, b), diff is not None, bool(diff and diff.clear)))
+    return fit(embedder.model_id, rows)

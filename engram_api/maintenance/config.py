@@ -22,11 +22,20 @@ from engram_contract.permissions import MemType
 class SimilarityProfile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # Cosine at or above which two memories of one scope and type are the same memory.
+    # Cosine at or above which two memories of one scope and type may be the same memory:
+    # they are when they also share ``lexical`` of their words and agree on numbers,
+    # negation, antonyms, entities and dates (maintenance/sameness.py).
     dedup: float = Field(gt=0.0, le=1.0)
-    # Cosine at or above which two memories are about the same thing: the conflict band is
-    # [related, dedup) and task logs at or above it cluster for consolidation.
+    # Cosine at or above which two memories are about the same thing: conflict candidates
+    # are pairs at or above it, and task logs at or above it cluster for consolidation.
     related: float = Field(gt=0.0, le=1.0)
+    # Word overlap (Dice, 0-1) a merge at the dedup cosine needs as well.
+    lexical: float = Field(default=0.0, ge=0.0, le=1.0)
+    # Word overlap at which a pair above ``related`` is a surface variant of one text
+    # (case, punctuation, spacing), whatever the model makes of it.
+    verbatim: float = Field(default=1.0, ge=0.0, le=1.0)
+    # Cosine at or above which a clear contradiction is resolved without an LLM.
+    resolve: float | None = Field(default=None, gt=0.0, le=1.0)
     # Where the numbers come from (shown in reports, so nobody mistakes a guess for a measure).
     source: str = Field(default="", max_length=200)
 
@@ -42,7 +51,12 @@ class SimilarityProfile(BaseModel):
 # values until someone runs the calibration with a key; the report says which is which.
 DEFAULT_PROFILES: Final[dict[str, SimilarityProfile]] = {
     "local/all-MiniLM-L6-v2": SimilarityProfile(
-        dedup=0.98, related=0.53, source="measured: engram maintenance calibrate"
+        dedup=0.87,
+        related=0.5,
+        lexical=0.35,
+        verbatim=1.0,
+        resolve=0.74,
+        source="measured: engram maintenance calibrate --corpus tests/corpora/lifecycle.yaml",
     ),
     "hash/": SimilarityProfile(
         dedup=0.87, related=0.45, source="measured: engram maintenance calibrate"
@@ -65,7 +79,8 @@ class ConflictPolicy(StrEnum):
     update_latest = "update_latest"
     # Higher trust wins, then a user_direct source, then the newer one (facts).
     verify_source = "verify_source"
-    # Both stay unless the judge is sure they contradict; then the newer one wins.
+    # Both stay unless the judge is sure they contradict; then the newer one wins. Without
+    # an LLM both stay and are flagged.
     keep_unless_clear = "keep_unless_clear"
 
 
@@ -114,6 +129,9 @@ class ConflictSettings(BaseModel):
             MemType.preference: ConflictPolicy.update_latest,
             MemType.fact: ConflictPolicy.verify_source,
             MemType.decision: ConflictPolicy.keep_unless_clear,
+            MemType.lesson: ConflictPolicy.keep_unless_clear,
+            MemType.knowledge: ConflictPolicy.keep_unless_clear,
+            MemType.procedure: ConflictPolicy.update_latest,
         }
     )
     # Overrides of the profile's band [related, dedup).

@@ -8,6 +8,12 @@ through :meth:`MemoryService.prepare_add` as one of the members' agents (the mos
 allowed to write knowledge to the scope), with the lowest trust among the members and source
 ``inferred``; only after it is stored are the members archived with ``consolidated_into``.
 Members of a cluster that could not be consolidated this run are spared by decay.
+
+Without an LLM (none configured), clusters are consolidated extractively
+(:mod:`.extractive`): deterministic, marked ``consolidation_method: extractive``, so the
+embedded default distils its task logs instead of letting decay forget them. A spent token
+budget or a failed summary leaves the cluster as it is (and spared by decay) for the next run.
+A log restored from a consolidation is not clustered again.
 """
 
 from __future__ import annotations
@@ -23,10 +29,12 @@ from engram_api.embeddings.base import EmbeddingError
 from engram_api.errors import EngramError, PermissionDenied
 from engram_api.llm.base import LLMError
 from engram_api.memory.service import PreparedWrite
+from engram_api.memory.undo import restored_from
 from engram_api.store.base import StoreError
 from engram_contract.permissions import MemType, Trust
 
 from .context import RunContext
+from .extractive import extract
 from .llm_calls import InvalidAnswer, NoLLM, ask_json, quote
 from .neighbours import PairScan, scan_groups
 from .report import ARCHIVED, CREATED, StepReport
@@ -147,6 +155,8 @@ async def find_clusters(ctx: RunContext, step: StepReport) -> list[tuple[list[st
         created_before_epoch=cutoff,
     ):
         done += scan.scanned
+        for key in [k for k in scan.pairs if any(restored_from(scan.payloads[i], STEP) for i in k)]:
+            del scan.pairs[key]
         clusters.extend(
             (c, scan) for c in cluster_stars(scan, cfg.min_cluster_size, cfg.max_cluster_size)
         )
@@ -160,10 +170,16 @@ async def run_consolidation(ctx: RunContext, step: StepReport) -> None:
     clusters = await find_clusters(ctx, step)
     step.count("clusters", len(clusters))
     step.count("cluster_members", sum(len(c) for c, _ in clusters))
+    ctx.consolidation_checked = True
     if len(clusters) > cfg.max_clusters:
         step.count("deferred_clusters", len(clusters) - cfg.max_clusters)
+        for rest, _ in clusters[cfg.max_clusters :]:
+            ctx.protected.update(rest)  # consolidated by a later run, not decayed meanwhile
         clusters = clusters[: cfg.max_clusters]
-    blocker = ctx.llm_blocker()
+    offline = ctx.llm is None
+    blocker = None if offline else ctx.llm_blocker()
+    if offline:
+        step.params["method"] = f"extractive ({ctx.no_llm_reason or 'no LLM'})"
     if ctx.dry_run or blocker:
         for members, _ in clusters:
             step.add_ids("clusters", [",".join(members)])
@@ -175,7 +191,7 @@ async def run_consolidation(ctx: RunContext, step: StepReport) -> None:
         return
     for i, (members, scan) in enumerate(clusters):
         try:
-            await _consolidate(ctx, step, members, scan.payloads)
+            await _consolidate(ctx, step, members, scan.payloads, offline=offline)
         except NoLLM as exc:
             step.stop(str(exc))
             for rest, _ in clusters[i:]:
@@ -219,10 +235,21 @@ def _prepare(
 
 
 async def _consolidate(
-    ctx: RunContext, step: StepReport, members: list[str], payloads: dict[str, dict[str, Any]]
+    ctx: RunContext,
+    step: StepReport,
+    members: list[str],
+    payloads: dict[str, dict[str, Any]],
+    *,
+    offline: bool = False,
 ) -> None:
     ordered = sorted(members, key=lambda m: (float(payloads[m].get("created_at_epoch", 0)), m))
-    summary = await summarise(ctx, [str(payloads[m].get("content", "")) for m in ordered])
+    if offline:
+        limit = min(
+            ctx.service.limits.content_max_chars, ctx.settings.consolidation.summary_max_chars
+        )
+        summary = extract([payloads[m] for m in ordered], limit)
+    else:
+        summary = await summarise(ctx, [str(payloads[m].get("content", "")) for m in ordered])
     try:
         prepared = _prepare(ctx, ordered, payloads, summary)
         result = await ctx.service.write(prepared)
@@ -235,7 +262,11 @@ async def _consolidate(
     previous = [str(x) for x in stored[0].payload.get("consolidated_from") or []]
     await ctx.set_payload(
         [summary_id],
-        {"consolidated_from": list(dict.fromkeys(previous + ordered)), "derived_by": STEP},
+        {
+            "consolidated_from": list(dict.fromkeys(previous + ordered)),
+            "derived_by": STEP,
+            "consolidation_method": "extractive" if offline else "llm",
+        },
     )
     if result.get("status") == "stored":
         step.count(CREATED)
@@ -244,3 +275,12 @@ async def _consolidate(
     step.count(ARCHIVED, len(ordered))
     step.count("consolidated_clusters")
     step.add_ids("archived", ordered)
+    for m in ordered:
+        step.act(
+            "consolidated",
+            m,
+            payloads[m].get("content"),
+            survivor=summary_id,
+            survivor_text=summary,
+            reason="extractive" if offline else "LLM summary",
+        )

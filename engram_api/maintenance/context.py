@@ -43,6 +43,8 @@ class RunContext:
     archived: set[str] = field(default_factory=set)
     # Task logs whose consolidation is pending (budget, errors): decay spares them this run.
     protected: set[str] = field(default_factory=set)
+    # Whether consolidation looked for clusters this run (decay looks itself otherwise).
+    consolidation_checked: bool = False
 
     @property
     def store(self) -> MemoryStore:

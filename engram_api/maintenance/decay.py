@@ -5,15 +5,22 @@
 archived with reason ``decay``. Importance only falls below the threshold after
 ``half_life * log2(1 / threshold)`` days even with no accesses, so only memories older than
 that are read at all.
+
+Decay never archives a task log that belongs to a consolidation cluster without a knowledge
+memory covering it: consolidation archives consolidated logs itself, and marks the members of
+clusters it could not consolidate this run as protected; when consolidation did not run
+(disabled), decay finds the clusters itself. A memory restored from decay is not decayed again.
 """
 
 from __future__ import annotations
 
 import math
 
+from engram_api.memory.undo import restored_from
 from engram_api.store.base import Match
 from engram_contract.permissions import MemType
 
+from .consolidation import find_clusters
 from .context import RunContext
 from .report import ARCHIVED, StepReport
 
@@ -35,6 +42,9 @@ async def run_decay(ctx: RunContext, step: StepReport) -> None:
         access_cap=cfg.access_cap,
         half_life_days={t.value: d for t, d in cfg.half_life_days.items()},
     )
+    if MemType.task_log in cfg.half_life_days and not ctx.consolidation_checked:
+        for members, _ in await find_clusters(ctx, StepReport("clusters")):
+            ctx.protected.update(members)
     for mem_type, half_life in sorted(cfg.half_life_days.items(), key=lambda kv: kv[0].value):
         await _decay_type(ctx, step, mem_type, half_life)
 
@@ -62,12 +72,30 @@ async def _decay_type(
             if p.id in ctx.protected:
                 step.count("spared_for_consolidation")
                 continue
+            undone = restored_from(p.payload, STEP)
+            if undone:
+                step.count("skipped_restored")
+                step.act(
+                    "skipped",
+                    p.id,
+                    p.payload.get("content"),
+                    reason=f"restored by {undone.get('restored_by', '?')} "
+                    f"at {undone.get('restored_at', '?')}; not decayed again",
+                )
+                continue
             age = (ctx.now_epoch - float(p.payload.get("created_at_epoch", ctx.now_epoch))) / _DAY_S
             score = importance(
                 age, int(p.payload.get("access_count", 0) or 0), half_life, cfg.access_cap
             )
             if score < cfg.threshold:
                 fading.append(p.id)
+                step.act(
+                    "decayed",
+                    p.id,
+                    p.payload.get("content"),
+                    reason=f"importance {score:.3f} < {cfg.threshold} "
+                    f"({age:.0f} days, {p.payload.get('access_count', 0)} accesses)",
+                )
         # Archiving changes no field the filter reads until the page is done: the cursor
         # (point ids in order) stays valid.
         await ctx.archive(fading, REASON)

@@ -1,7 +1,9 @@
 """The JSON report every run writes under ``<data_dir>/reports/`` and its compact summary.
 
-A report holds counts, ids, error messages, timings and tokens; never memory content (error
-messages from the engine never carry it either). ``latest_reports`` is what
+A report holds counts, ids, error messages, timings and tokens, and per action (merged,
+superseded, flagged, kept, decayed, consolidated, skipped) the memory's text cut to one line with
+its survivor or reason, so a person can read what happened. Memory text passed the secret guard
+when it was stored; error messages never carry it. ``latest_reports`` is what
 ``mem0_maintenance report_only`` returns.
 """
 
@@ -26,6 +28,14 @@ CREATED: Final = "created"
 MERGED: Final = "merged"
 RESOLVED: Final = "conflicts_resolved"
 _MAX_ERRORS_PER_STEP: Final = 200
+_MAX_ACTIONS_PER_STEP: Final = 1000
+LINE_CHARS: Final = 100
+
+
+def line(text: object, limit: int = LINE_CHARS) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 @dataclass
@@ -38,6 +48,9 @@ class StepReport:
     ids: dict[str, list[str]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     errors_dropped: int = 0
+    # What was done to which memory, readable: {"action", "id", "text", "survivor", ...}.
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    actions_dropped: int = 0
     elapsed_s: float = 0.0
     tokens: dict[str, int] = field(default_factory=dict)
     # Thresholds and limits the step used (so a report explains its own decisions).
@@ -54,6 +67,16 @@ class StepReport:
             self.errors.append(message)
         else:
             self.errors_dropped += 1
+
+    def act(self, action: str, memory_id: str, text: object, **extra: Any) -> None:
+        """One readable action; ``survivor_text`` and other texts are cut to a line too."""
+        if len(self.actions) >= _MAX_ACTIONS_PER_STEP:
+            self.actions_dropped += 1
+            return
+        entry: dict[str, Any] = {"action": action, "id": memory_id, "text": line(text)}
+        for k, v in extra.items():
+            entry[k] = line(v) if k.endswith("_text") else v
+        self.actions.append(entry)
 
     def skip(self, reason: str) -> None:
         self.status = "skipped"
@@ -76,6 +99,10 @@ class StepReport:
             "errors": list(self.errors),
             "elapsed_s": round(self.elapsed_s, 3),
         }
+        if self.actions:
+            out["actions"] = list(self.actions)
+        if self.actions_dropped:
+            out["actions_dropped"] = self.actions_dropped
         if self.reason:
             out["reason"] = self.reason
         if self.errors_dropped:
@@ -192,6 +219,10 @@ def _trim_ids(report: dict[str, Any], max_ids: int) -> dict[str, Any]:
             if len(values) > max_ids:
                 ids[key] = values[:max_ids]
                 step.setdefault("ids_truncated", {})[key] = len(values) - max_ids
+        actions = step.get("actions", [])
+        if len(actions) > max_ids:
+            step["actions"] = actions[:max_ids]
+            step["actions_truncated"] = len(actions) - max_ids
     return report
 
 

@@ -41,6 +41,16 @@ def point_id(write_id: str) -> str:
     return str(uuid.uuid5(WRITE_ID_NAMESPACE, write_id))
 
 
+def content_point_id(scope: str, mem_type: str, chash: str) -> str:
+    """Where a memory with this text lives in its scope and type.
+
+    Concurrent identical adds (replicas sharing one Qdrant server included) all write this
+    one point, so they store one memory without any lock: the exact-duplicate check before
+    the write cannot see a write that is still in flight.
+    """
+    return str(uuid.uuid5(WRITE_ID_NAMESPACE, f"content:{scope}\x1f{mem_type}\x1f{chash}"))
+
+
 def content_hash(content: str) -> str:
     """Exact-duplicate key: whitespace-normalised, case-preserving content."""
     normalised = _WS_RE.sub(" ", content.strip())

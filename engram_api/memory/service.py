@@ -42,12 +42,14 @@ from .model import (
     Source,
     check_scope,
     content_hash,
+    content_point_id,
     is_valid_text,
     point_id,
     rfc3339,
     utc_now,
 )
 from .policy import PolicyEngine, ScopeSelector
+from .undo import restore_record
 
 log = logging.getLogger(__name__)
 E = TypeVar("E", bound=Enum)
@@ -226,7 +228,8 @@ class MemoryService:
         return result
 
     def _answer(self, w: PreparedWrite, *, status: str, **extra: Any) -> dict[str, Any]:
-        out: dict[str, Any] = {"status": status, "write_id": w.write_id, "id": point_id(w.write_id)}
+        pid = content_point_id(w.scope, w.mem_type.value, content_hash(w.content))
+        out: dict[str, Any] = {"status": status, "write_id": w.write_id, "id": pid}
         if status == "queued":
             out["queued"] = True
         if w.trust_capped:
@@ -238,9 +241,15 @@ class MemoryService:
         return out
 
     async def write(self, w: PreparedWrite) -> dict[str, Any]:
-        """Dedup-check, embed and store one prepared write. Idempotent by write_id."""
-        pid = point_id(w.write_id)
+        """Dedup-check, embed and store one prepared write. Idempotent by write_id.
+
+        The point id derives from scope, type and content (:func:`content_point_id`), so
+        identical adds racing each other land on one point. Only when that point holds an
+        archived memory does the write get its own point (the write id's), leaving the
+        archived one as it was.
+        """
         chash = content_hash(w.content)
+        pid = content_point_id(w.scope, w.mem_type.value, chash)
         dup_match = Match(
             scopes=frozenset({w.scope}),
             mem_types=frozenset({w.mem_type.value}),
@@ -251,8 +260,11 @@ class MemoryService:
             if not self.policy.can_read(w.agent, w.scope):
                 return self._blind_answer(w)
             mem = Memory.from_payload(existing[0].id, existing[0].payload)
-            status = "stored" if existing[0].id == pid else "duplicate"
+            same = existing[0].payload.get("write_id") == w.write_id
+            status = "stored" if same else "duplicate"
             return self._answer(w, status=status, memory=mem.to_public()) | {"id": mem.id}
+        if await self.store.retrieve([pid]):
+            pid = point_id(w.write_id)  # an archived memory holds this text: keep it as it is
         text = f"{w.content}\n{w.context}" if w.context else w.content
         if isinstance(self.embedder, EmbedderChain):
             # Record the model that really answered: a fallback's vectors live in another space.
@@ -286,14 +298,14 @@ class MemoryService:
         )
         if not self.policy.can_read(w.agent, w.scope):
             return self._blind_answer(w)
-        return self._answer(w, status="stored", memory=mem.to_public())
+        return self._answer(w, status="stored", memory=mem.to_public(), id=pid)
 
     def _blind_answer(self, w: PreparedWrite) -> dict[str, Any]:
         """The answer to a writer that may not read the scope: the same whether the text was new
         or already there (another agent's memory), so it neither confirms that someone wrote the
-        same text nor shows their memory. No id either: ids of new points derive from the
-        write_id, so an id would tell the two cases apart; the writer could not use it anyway
-        (search, get_all and forget all need read access)."""
+        same text nor shows their memory. No id either: the writer could not use it (search,
+        get_all and forget all need read access), and ids derive from the content, so an id is
+        one more thing to compare against."""
         out = self._answer(w, status="stored")
         del out["id"]
         return out
@@ -446,9 +458,7 @@ class MemoryService:
         return out
 
     # ---------------------------------------------------- forget / restore
-    async def _owned(self, agent: str, memory_id: str) -> StoredPoint:
-        check_agent(agent)
-        self.policy.require(agent, Operation.forget)
+    async def _visible(self, agent: str, memory_id: str) -> StoredPoint:
         mid = check_id(memory_id)
         try:
             found = await self.store.retrieve([mid])
@@ -457,12 +467,18 @@ class MemoryService:
         # A memory the caller may not read is reported as missing: its existence is not leaked.
         if not found or not self.policy.can_read(agent, str(found[0].payload.get("scope", ""))):
             raise NotFound(f"id: no memory {mid} visible to agent '{agent}'", field="id")
-        scope = str(found[0].payload.get("scope", ""))
+        return found[0]
+
+    async def _owned(self, agent: str, memory_id: str) -> StoredPoint:
+        check_agent(agent)
+        self.policy.require(agent, Operation.forget)
+        point = await self._visible(agent, memory_id)
+        scope = str(point.payload.get("scope", ""))
         if not any_pattern_matches(self.policy.policy_for(agent).write, scope):
             raise PermissionDenied(
                 f"agent '{agent}' cannot change memories in scope '{scope}'", field="id"
             )
-        return found[0]
+        return point
 
     async def forget(self, *, agent: str, memory_id: str, reason: str) -> dict[str, Any]:
         why = check_text(reason, "reason", max_chars=500, required=True)
@@ -493,11 +509,30 @@ class MemoryService:
         if not point.payload.get("archived"):
             return {"status": "not_archived", "id": point.id}
         now = rfc3339(self.clock())
-        await self.store.set_payload(
-            [point.id],
-            {"archived": 0, "archived_reason": "", "superseded_by": "", "updated_at": now},
-        )
-        return {"status": "restored", "id": point.id}
+        # The decision is recorded on the memory, so the step that archived it leaves it be.
+        update = restore_record(point.payload, agent=agent, stamp=now)
+        await self.store.set_payload([point.id], update)
+        return {"status": "restored", "id": point.id, "undid": update["restored"][-1]}
+
+    async def get(self, *, agent: str, memory_id: str) -> dict[str, Any]:
+        """One memory the caller may read, archived or not, with its lifecycle fields."""
+        check_agent(agent)
+        point = await self._visible(agent, memory_id)
+        p = point.payload
+        out = Memory.from_payload(point.id, p).to_public()
+        for key in (
+            "archived_at",
+            "archived_by",
+            "merged_from",
+            "restored",
+            "kept_apart",
+            "conflict_with",
+            "derived_by",
+            "consolidation_method",
+        ):
+            if p.get(key):
+                out[key] = p[key]
+        return out
 
     async def aclose(self) -> None:
         await self.access.aclose()

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from engram_api.embeddings.base import Embedder
 from engram_api.embeddings.hashing import HashingEmbedder
+from engram_api.embeddings.local import LocalEmbedder
+from engram_api.embeddings.whole import WholeTextEmbedder
 from engram_api.runtime import Engine, open_engine
 from engram_api.settings import EngramSettings, load_settings
 from tests.engram_api.maintenance.helpers import FakeChat
@@ -45,3 +49,18 @@ async def engine(settings_factory: Callable[..., EngramSettings]) -> AsyncIterat
 async def chat() -> AsyncIterator[FakeChat]:
     async with FakeChat() as c:
         yield c
+
+
+class _Shared(WholeTextEmbedder):
+    """Outlives the engines that use it (an engine closes its embedder on exit)."""
+
+    async def aclose(self) -> None:
+        return None
+
+
+@pytest.fixture(scope="session")
+def real_embedder() -> Iterator[Embedder]:
+    """The real default model (whole-text wrapped, as the factory builds it), loaded once."""
+    model = LocalEmbedder.load()
+    yield _Shared(model)
+    asyncio.run(model.aclose())

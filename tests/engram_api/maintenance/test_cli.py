@@ -39,7 +39,8 @@ def test_weekly_prints_the_summary_last_and_writes_the_termination_message(
         RunResult.succeeded,
         1,
     )
-    assert set(summary.skipped_steps) == {"reextract", "conflicts", "consolidation"}
+    # Without an LLM only re-extraction is skipped: conflicts and consolidation run offline.
+    assert set(summary.skipped_steps) == {"reextract"}
     assert parse_summary(term.read_text()) == summary
 
 

@@ -88,15 +88,39 @@ async def test_a_failed_summary_archives_nothing_and_decay_spares_the_cluster(
     assert steps["decay"].counts.get("spared_for_consolidation") == len(ids)
 
 
-async def test_without_an_llm_clusters_are_reported_and_logs_left_to_decay(
+async def test_without_an_llm_clusters_are_distilled_extractively_before_decay(
     engine: Engine,
 ) -> None:
     ids = [await add(engine, t, mem_type="task_log", created_at=days_ago(200)) for t in logs(3)]
     report = await run_maintenance(engine, "weekly", llm=None)
     steps = {s.name: s for s in report.steps}
-    assert steps["consolidation"].status == "skipped"
-    assert steps["consolidation"].counts["clusters"] == 1
-    assert sorted(steps["decay"].ids["archived"]) == sorted(ids)
+    assert steps["consolidation"].status == "ok"
+    assert steps["consolidation"].counts["consolidated_clusters"] == 1
+    [(kid, k)] = (await active(engine, mem_types=frozenset({"knowledge"}))).items()
+    assert k["consolidation_method"] == "extractive"
+    assert sorted(k["consolidated_from"]) == sorted(ids)
+    assert "From 3 task logs" in k["content"]
+    assert "batch 0-2" in k["content"]
+    assert "3 times" in k["content"]
+    for mid in ids:
+        p = await payload(engine, mid)
+        assert (p["archived_reason"], p["consolidated_into"]) == ("consolidated", kid)
+    assert not steps["decay"].ids.get("archived")  # nothing was lost to decay
+
+
+async def test_decay_spares_clustered_logs_when_consolidation_is_disabled(
+    settings_factory: Callable[..., EngramSettings],
+) -> None:
+    settings = settings_factory(maintenance={"consolidation": {"enabled": False}})
+    async with open_engine(settings, background=False, embedder=HashingEmbedder(384)) as engine:
+        ids = [await add(engine, t, mem_type="task_log", created_at=days_ago(200)) for t in logs(3)]
+        lone = await add(
+            engine, "Rotated the on-call pager", mem_type="task_log", created_at=days_ago(200)
+        )
+        report = await run_maintenance(engine, "weekly", llm=None)
+        decay = {s.name: s for s in report.steps}["decay"]
+        assert decay.counts["spared_for_consolidation"] == len(ids)
+        assert decay.ids["archived"] == [lone]
 
 
 async def test_a_spent_token_budget_stops_llm_steps_and_says_so(

@@ -12,7 +12,7 @@ from engram_api.embeddings.base import EmbeddingError, Vector
 from engram_api.embeddings.hashing import HashingEmbedder
 from engram_api.errors import InvalidInput, NotFound, PermissionDenied, SecretDetected, Unavailable
 from engram_api.memory.guards import SecretGuard
-from engram_api.memory.model import point_id
+from engram_api.memory.model import content_hash, content_point_id
 from engram_api.memory.policy import PolicyEngine
 from engram_api.memory.service import MemoryService
 from engram_api.settings import LimitSettings
@@ -63,7 +63,7 @@ def make_service(
     )
 
 
-async def test_add_stores_a_memory_whose_id_derives_from_its_write_id(
+async def test_add_stores_a_memory_whose_id_derives_from_its_scope_type_and_text(
     service: MemoryService,
 ) -> None:
     out = await service.add(
@@ -75,7 +75,9 @@ async def test_add_stores_a_memory_whose_id_derives_from_its_write_id(
         source="user_direct",
     )
     assert out["status"] == "stored"
-    assert out["id"] == point_id(out["write_id"])
+    assert out["id"] == content_point_id(
+        "global", "preference", content_hash("User prefers dark mode")
+    )
     mem = out["memory"]
     assert (mem["scope"], mem["mem_type"], mem["trust"], mem["source"]) == (
         "global",
@@ -379,3 +381,32 @@ async def test_memory_types_can_be_filtered(service: MemoryService) -> None:
     await service.add(agent="main", content="uv is a python tool", scope="global", mem_type="fact")
     out = await service.search(agent="main", query="uv", mem_type="preference")
     assert [r["mem_type"] for r in out["results"]] == [MemType.preference.value]
+
+
+async def test_get_shows_an_archived_memory_and_hides_an_unknown_id(
+    service: MemoryService,
+) -> None:
+    out = await service.add(agent="main", content="Use pnpm, not npm", scope="global")
+    await service.forget(agent="main", memory_id=out["id"], reason="changed our minds")
+    got = await service.get(agent="main", memory_id=out["id"])
+    assert (got["content"], got["archived"], got["archived_reason"]) == (
+        "Use pnpm, not npm",
+        True,
+        "changed our minds",
+    )
+    with pytest.raises(NotFound):
+        await service.get(agent="main", memory_id=str(uuid.uuid4()))
+    with pytest.raises(InvalidInput, match="id"):
+        await service.get(agent="main", memory_id="not-an-id")
+
+
+async def test_a_restore_records_what_it_undid_and_a_repeat_add_of_archived_text_is_new(
+    service: MemoryService,
+) -> None:
+    first = await service.add(agent="main", content="Logs are kept for 30 days", scope="global")
+    await service.forget(agent="main", memory_id=first["id"], reason="wrong")
+    again = await service.add(agent="main", content="Logs are kept for 30 days", scope="global")
+    assert again["status"] == "stored"
+    assert again["id"] != first["id"]  # the archived memory stays as it was
+    restored = await service.restore(agent="main", memory_id=first["id"])
+    assert (restored["undid"]["step"], restored["undid"]["reason"]) == ("forget", "wrong")
