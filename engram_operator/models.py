@@ -40,7 +40,7 @@ CRON_RE: Final = (
 )
 # spec.release: "<namespace>/<release>" or "<release>" (see ownership.py).
 RELEASE_REF_RE: Final = (
-    r"^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/)?[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?$"
+    r"^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]{0,51}[a-z0-9])?$"
 )
 TIME_ZONE_RE: Final = r"^[A-Za-z0-9_+-]+(/[A-Za-z0-9_+-]+)*$"
 QUANTITY_RE: Final = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$"

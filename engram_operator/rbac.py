@@ -69,6 +69,20 @@ JOB_RULES: Final[list[Rule]] = [
 CLUSTER_RULES: Final[list[Rule]] = [*CUSTOM_RESOURCE_RULES, EVENT_RULE]
 
 
+# The chart's pre-delete hook (uninstall.py), under its own ServiceAccount: this release's
+# resources, listed, deleted, and let go of if the operator does not.
+UNINSTALL_RULES: Final[list[Rule]] = [
+    _rule(GROUP, [AGENTS, MAINTENANCES], ["list", "delete", "patch"])
+]
+
+
+def uninstall_grants(settings: OperatorSettings) -> list[Grant]:
+    """Where the hook acts: every watched namespace, or the whole cluster when watching all."""
+    if settings.watch_all:
+        return [Grant(None, tuple(UNINSTALL_RULES))]
+    return [Grant(ns, tuple(UNINSTALL_RULES)) for ns in settings.namespaces]
+
+
 def configmap_rules(configmap_name: str) -> list[Rule]:
     """The permission ConfigMap: read and patched by name. `create` cannot be limited by name
     (the API server authorizes it before the object has one), so it is a rule of its own."""

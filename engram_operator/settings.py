@@ -15,8 +15,8 @@ from engram_contract.permissions import K8S_NAME_RE
 # watch every namespace, a right the operator otherwise never uses.
 NAMESPACE_RE = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 IMAGE_RE = r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$"
-# A Helm release name (a DNS label of at most 53 characters).
-RELEASE_RE = r"^[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?$"
+# A Helm release name (at most 53 characters of a DNS subdomain).
+RELEASE_RE = r"^[a-z0-9]([-a-z0-9.]{0,51}[a-z0-9])?$"
 # What Kubernetes accepts as a Secret key, and the environment variable names we pass on.
 SECRET_KEY_RE = r"^[-._a-zA-Z0-9]{1,253}$"
 ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]{0,252}$"

@@ -30,13 +30,14 @@ from kmock._internal import enums
 from kubernetes.aio.client import Configuration
 
 from engram_operator import rbac
-from engram_operator.kube import Kind
+from engram_operator.kube import Kind, KubeApi
 from engram_operator.naming import AGENT_KIND, AGENTS, GROUP, MAINTENANCE_KIND, MAINTENANCES
 from engram_operator.runner import run
 from engram_operator.settings import OperatorSettings
 
 T = TypeVar("T")
 OPERATOR_NS = "engram"
+HOOK_TOKEN = "uninstall-hook"
 # spec.release of the tests' resources: the release make_settings() serves.
 RELEASE_REF = f"{OPERATOR_NS}/engram"
 IMAGE = "registry.example/engram:1.2.3"
@@ -214,12 +215,20 @@ class Cluster:
         return list((result or {}).get("items") or [])
 
     def operator_requests(self) -> list[Any]:
-        """Requests made by the operator (kopf and our client), not by the test."""
+        """Requests made by the operator (kopf and our client), not by the test or the hook."""
         return [
             req
             for req in list(self.emulator)
             if not str(req.headers.get("User-Agent", "")).startswith("kmock/")
+            and req.headers.get("Authorization") != f"Bearer {HOOK_TOKEN}"
         ]
+
+    def hook_api(self) -> KubeApi:
+        """A client for the uninstall hook, told apart from the operator by its token."""
+        config = Configuration(host=self.url)
+        config.api_key = {"BearerToken": HOOK_TOKEN}
+        config.api_key_prefix = {"BearerToken": "Bearer"}
+        return KubeApi(config)
 
     async def watched(self, plurals: set[str], since: int = 0) -> bool:
         """Whether the operator has opened watch streams on all these resources, counting only
@@ -244,10 +253,10 @@ class Cluster:
         self.emulator.enforce = None if granted is None else rbac.permissions(granted)
 
     def requests_by(self, token: str) -> list[Any]:
-        """The requests of the operator started with this token."""
+        """The requests of the operator (or hook) started with this token."""
         return [
             req
-            for req in self.operator_requests()
+            for req in list(self.emulator)
             if req.headers.get("Authorization") == f"Bearer {token}"
         ]
 

@@ -137,7 +137,7 @@ def test_main_names_each_bad_setting_by_its_variable(
 ) -> None:
     clean_env.setenv("ENGRAM_OPERATOR_NAMESPACES", "team-a,team-*")
     clean_env.setenv("ENGRAM_OPERATOR_JOB_SECRET_ENV", "ENGRAM_LLM__PRIMARY__API_KEY=llm")
-    assert main() == 2
+    assert main([]) == 2
     err = capsys.readouterr().err
     assert "ENGRAM_OPERATOR_IMAGE): Field required" in err
     assert "ENGRAM_OPERATOR_CONFIGMAP_NAMESPACE or POD_NAMESPACE): Field required" in err

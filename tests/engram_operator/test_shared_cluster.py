@@ -16,14 +16,18 @@ import pytest
 from engram_contract.permissions import CONFIGMAP_KEY, PermissionConfig, load_permission_config
 from engram_operator import rbac
 from engram_operator.kube import CONFIGMAPS, CRONJOBS, ENGRAM_AGENTS, ENGRAM_MAINTENANCES, SECRETS
+from engram_operator.naming import finalizer
 from engram_operator.ownership import belongs_to
+from engram_operator.uninstall import uninstall
 from tests.engram_operator.kopf_harness import (
+    HOOK_TOKEN,
     OPERATOR_NS,
     Cluster,
     Rejection,
     StartOperator,
     eventually,
     make_settings,
+    permission_of,
 )
 
 pytestmark = pytest.mark.usefixtures("cluster")
@@ -423,3 +427,62 @@ async def test_the_job_watch_asks_for_this_releases_jobs_in_the_release_namespac
         selector = req.params.get("labelSelector", "")
         assert "app.kubernetes.io/instance=engram" in selector
         assert "app.kubernetes.io/managed-by=engram-operator" in selector
+
+
+async def test_uninstall_deletes_this_releases_resources_and_waits_for_the_operator(
+    cluster: Cluster, operator: Any
+) -> None:
+    await cluster.create(ENGRAM_AGENTS, SHARED, agent("mine", "engram/engram"))
+    await cluster.create(ENGRAM_AGENTS, SHARED, agent("theirs", "staging/engram"))
+    await cluster.create(ENGRAM_MAINTENANCES, OPERATOR_NS, maintenance("engram-daily"))
+    await where(cluster, SECRETS, SHARED, "mine-engram-token", bool, "mine's token")
+    mine = await where(
+        cluster,
+        ENGRAM_AGENTS,
+        SHARED,
+        "mine",
+        lambda o: o["metadata"].get("finalizers"),
+        "mine's finalizer",
+    )
+    assert mine["metadata"]["finalizers"] == [finalizer("engram", OPERATOR_NS)]
+
+    api = cluster.hook_api()
+    try:
+        outcome = await uninstall(api, operator.settings, wait_s=10)
+    finally:
+        await api.close()
+    hook_grants = rbac.permissions(rbac.uninstall_grants(operator.settings))
+    hook_calls = [permission_of(r) for r in cluster.requests_by(HOOK_TOKEN)]
+    assert hook_calls
+    assert [p for p in hook_calls if p is None or not rbac.allows(hook_grants, p)] == []
+    assert sorted(outcome.deleted) == [
+        f"engramagents/{SHARED}/mine",
+        f"engrammaintenances/{OPERATOR_NS}/engram-daily",
+    ]
+    # The operator let them go itself (its delete handler ran): nothing was forced.
+    assert outcome.released == []
+    assert outcome.failed == []
+    assert await cluster.get(ENGRAM_AGENTS, SHARED, "mine") is None
+    assert await cluster.get(SECRETS, SHARED, "mine-engram-token") is None
+    assert await cluster.get(ENGRAM_MAINTENANCES, OPERATOR_NS, "engram-daily") is None
+    # Another release's resource is never touched.
+    assert await cluster.get(ENGRAM_AGENTS, SHARED, "theirs") is not None
+
+
+async def test_uninstall_releases_finalizers_the_operator_no_longer_removes(
+    cluster: Cluster,
+) -> None:
+    # Left by an operator that is gone; another finalizer on it is kept.
+    ours, legacy = finalizer("engram", OPERATOR_NS), "engram.dev/finalizer"
+    body = agent("orphan", "engram/engram")
+    body["metadata"]["finalizers"] = [ours, legacy, "example.com/keep"]
+    await cluster.create(ENGRAM_AGENTS, SHARED, body)
+    api = cluster.hook_api()
+    try:
+        outcome = await uninstall(api, make_settings(), wait_s=0.2)
+    finally:
+        await api.close()
+    assert outcome.deleted == [f"engramagents/{SHARED}/orphan"]
+    assert outcome.released == [f"engramagents/{SHARED}/orphan"]
+    left = await cluster.get(ENGRAM_AGENTS, SHARED, "orphan")
+    assert left["metadata"]["finalizers"] == ["example.com/keep"]
