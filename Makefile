@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck unit bench clean
+.PHONY: install run test lint typecheck unit bench clean k8s-tools
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,13 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q
 
-test: lint typecheck unit
+# The Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager) and helm/kubectl
+# for tests/k8s: built once into ~/.cache/engram/k8s/<pin-hash>/ (ENGRAM_K8S_CACHE), rebuilt only
+# when tools/k8s/go/go.mod changes. Cold: see docs/operations.md; warm: instant.
+k8s-tools:
+	$(PYTHON) tools/k8s/build.py --if-possible
+
+test: lint typecheck k8s-tools unit
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
