@@ -26,6 +26,7 @@ from engram_operator.settings import OperatorSettings
 log = logging.getLogger(__name__)
 KINDS: Final = (ENGRAM_AGENTS, ENGRAM_MAINTENANCES)
 POLL_S: Final = 0.5
+LIST_ATTEMPTS: Final = 8
 
 
 @dataclass
@@ -40,12 +41,28 @@ def _ref(kind: Kind, obj: dict[str, Any]) -> str:
     return f"{kind.plural}/{meta.get('namespace')}/{meta.get('name')}"
 
 
+async def _listed(api: KubeApi, kind: Kind, namespace: str | None) -> list[dict[str, Any]]:
+    """A list, retried while the server says to wait (429 while a CRD's storage initialises,
+    5xx): an uninstall right after an install or a CRD update must not fail for that."""
+    delay = POLL_S
+    for _ in range(LIST_ATTEMPTS - 1):
+        try:
+            return await api.list_objects(kind, namespace)
+        except KubeError as exc:
+            if exc.permanent or exc.status == 404:
+                raise
+            log.info("Listing %s: %s; again in %.1f s.", kind.plural, exc.describe(), delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+    return await api.list_objects(kind, namespace)
+
+
 async def _ours(api: KubeApi, settings: OperatorSettings) -> list[tuple[Kind, dict[str, Any]]]:
     scopes: Iterable[str | None] = [None] if settings.watch_all else settings.namespaces
     found = []
     for kind in KINDS:
         for namespace in scopes:
-            for obj in await api.list_objects(kind, namespace):
+            for obj in await _listed(api, kind, namespace):
                 if belongs_to(
                     obj, release_namespace=settings.release_namespace, release=settings.release
                 ):

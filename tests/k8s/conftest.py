@@ -20,6 +20,7 @@ import pytest
 
 from .clis import REPO, Clis
 from .controlplane import ApiError, ControlPlane, running_control_plane, wait_for
+from .hooks import helm_uninstall
 from .operator_process import LocalOperator, start_operator
 from .releases import Release, install
 
@@ -167,7 +168,7 @@ def release(control_plane: ControlPlane, clis: Clis) -> Iterator[Release]:
     name = unique("e")
     install(clis, name, namespace)
     yield Release(name=name, namespace=namespace, fullname=f"{name}-engram")
-    clis.helm("uninstall", name, "-n", namespace, check=False)
+    helm_uninstall(control_plane, clis, name, namespace, control_plane.work_dir / "hooks" / name)
     delete_namespace(control_plane, namespace)
 
 

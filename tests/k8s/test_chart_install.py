@@ -14,6 +14,7 @@ import pytest
 from .clis import Clis
 from .conftest import delete_namespace, unique
 from .controlplane import ControlPlane, wait_for
+from .hooks import helm_uninstall
 from .releases import (
     SERVICEMONITOR_CRD,
     WORKLOAD_KINDS,
@@ -58,7 +59,9 @@ def _assert_uninstalled(
     *,
     namespace_deletes: bool = False,
 ) -> None:
-    clis.helm("uninstall", release, "-n", namespace, "--wait", "--timeout", "60s")
+    # The pre-delete hook (engram-operator uninstall) is played in the kubelet's place.
+    done = helm_uninstall(plane, clis, release, namespace, plane.work_dir / "hooks" / release)
+    assert done.returncode == 0, done.helm_output + done.hook_output
     # Objects annotated `helm.sh/resource-policy: keep` (the backup claim) outlive the release
     # on purpose; deleting the namespace removes them.
     kept = {
