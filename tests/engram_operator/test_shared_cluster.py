@@ -486,3 +486,28 @@ async def test_uninstall_releases_finalizers_the_operator_no_longer_removes(
     assert outcome.released == [f"engramagents/{SHARED}/orphan"]
     left = await cluster.get(ENGRAM_AGENTS, SHARED, "orphan")
     assert left["metadata"]["finalizers"] == ["example.com/keep"]
+
+
+async def test_the_finalizer_older_releases_shared_is_swapped_for_this_releases_own(
+    cluster: Cluster, operator: Any
+) -> None:
+    body = agent("veteran", "engram/engram")
+    body["metadata"]["finalizers"] = ["engram.dev/finalizer"]
+    await cluster.create(ENGRAM_AGENTS, SHARED, body)
+    obj = await where(
+        cluster,
+        ENGRAM_AGENTS,
+        SHARED,
+        "veteran",
+        lambda o: o["metadata"].get("finalizers") == [finalizer("engram", OPERATOR_NS)],
+        "only this release's finalizer",
+    )
+    assert obj["metadata"]["name"] == "veteran"
+    await where(
+        cluster,
+        ENGRAM_AGENTS,
+        SHARED,
+        "veteran",
+        lambda o: ready(o).get("status") == "True",
+        "still served",
+    )
