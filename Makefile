@@ -11,7 +11,7 @@ IMAGE_EXTRAS := --extra operator --extra gemini --extra openai
 COMPILE = $(TOOLS)/bin/uv pip compile --generate-hashes --universal --python-version 3.11 \
 	--custom-compile-command "make lock" --quiet
 
-.PHONY: install run test lint typecheck unit bench clean lock lock-upgrade
+.PHONY: install run test lint typecheck unit bench clean lock lock-upgrade k8s-tools
 
 # pip, setuptools and wheel come from the lock too (the project builds without isolation), so
 # the same bytes install on a laptop, in CI and in the image.
@@ -39,7 +39,13 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q
 
-test: lint typecheck unit
+# The Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager) and helm/kubectl
+# for tests/k8s: built once into ~/.cache/engram/k8s/<pin-hash>/ (ENGRAM_K8S_CACHE), rebuilt only
+# when tools/k8s/go/go.mod changes. Cold: see docs/operations.md; warm: instant.
+k8s-tools:
+	$(PYTHON) tools/k8s/build.py --if-possible
+
+test: lint typecheck k8s-tools unit
 
 $(TOOLS)/bin/uv: requirements/tools.txt
 	$(PYTHON) -m venv $(TOOLS)

@@ -1,4 +1,7 @@
-"""``engram-operator`` / ``python -m engram_operator``: settings, logging, cluster access, run."""
+"""``engram-operator`` / ``python -m engram_operator``: settings, logging, cluster access, run.
+
+``engram-operator uninstall [--timeout SECONDS]`` is the chart's pre-delete hook (uninstall.py).
+"""
 
 from __future__ import annotations
 
@@ -13,8 +16,13 @@ from kubernetes.aio import config as kube_config_loader
 from kubernetes.aio.client import Configuration
 from pydantic import ValidationError
 
+from engram_operator.kube import KubeApi
 from engram_operator.runner import run
 from engram_operator.settings import OperatorSettings, settings_problems
+from engram_operator.uninstall import uninstall
+
+# How long the pre-delete hook waits for the operator to let its resources go.
+DEFAULT_UNINSTALL_TIMEOUT_S = 120.0
 
 
 async def load_kube_configuration() -> Configuration:
@@ -46,7 +54,34 @@ async def _serve(settings: OperatorSettings) -> None:
     )
 
 
-def main() -> int:
+async def _uninstall(settings: OperatorSettings, wait_s: float) -> int:
+    api = KubeApi(await load_kube_configuration())
+    try:
+        outcome = await uninstall(api, settings, wait_s=wait_s)
+    finally:
+        await api.close()
+    for ref in outcome.deleted:
+        print(f"engram-operator: deleted {ref}")
+    for ref in outcome.released:
+        print(f"engram-operator: the operator did not finish {ref}; removed its finalizer")
+    for problem in outcome.failed:
+        print(f"engram-operator: could not clean up {problem}", file=sys.stderr)
+    return 1 if outcome.failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = args.pop(0) if args and not args[0].startswith("-") else "run"
+    timeout = DEFAULT_UNINSTALL_TIMEOUT_S
+    if command not in ("run", "uninstall") or (args and args[0] != "--timeout"):
+        print("usage: engram-operator [uninstall [--timeout SECONDS]]", file=sys.stderr)
+        return 2
+    if args:
+        try:
+            timeout = float(args[1])
+        except (IndexError, ValueError):
+            print("engram-operator: --timeout needs a number of seconds", file=sys.stderr)
+            return 2
     try:
         settings = OperatorSettings()  # type: ignore[call-arg]  # required fields come from env
     except ValidationError as exc:
@@ -54,6 +89,8 @@ def main() -> int:
             print(f"engram-operator: {problem}", file=sys.stderr)
         return 2
     configure_logging(settings)
+    if command == "uninstall":
+        return asyncio.run(_uninstall(settings, timeout))
     asyncio.run(_serve(settings))
     return 0
 

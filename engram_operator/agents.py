@@ -25,13 +25,13 @@ from engram_operator.builders import (
     build_token_secret,
     decode_token,
 )
-from engram_operator.conditions import utc_now
+from engram_operator.conditions import Refusal, utc_now
 from engram_operator.context import Logger, OperatorContext
 from engram_operator.drift import matches
 from engram_operator.events import announce
-from engram_operator.folding import AgentSnapshot, TokenState, fold_agents
-from engram_operator.kube import CONFIGMAPS, ENGRAM_AGENTS, SECRETS, Conflict, NotFound
-from engram_operator.naming import AGENT_KIND, API_VERSION, token_secret_name
+from engram_operator.folding import AgentSnapshot, TokenState, Verdict, fold_agents
+from engram_operator.kube import CONFIGMAPS, ENGRAM_AGENTS, SECRETS, Conflict, KubeError, NotFound
+from engram_operator.naming import AGENT_KIND, API_VERSION, LEGACY_FINALIZER, token_secret_name
 
 # secrets.token_urlsafe(32): 256 random bits, 43 characters.
 TOKEN_BYTES: Final = 32
@@ -50,35 +50,89 @@ def snapshot_agent(body: Mapping[str, Any]) -> dict[None, AgentSnapshot]:
 
 async def reconcile_agent(
     ctx: OperatorContext, body: Mapping[str, Any], logger: Logger
-) -> str | None:
-    """Bring one agent's Secret and the shared ConfigMap in line; returns the spec error if the
-    spec is invalid (the agent is then left out of the config)."""
+) -> Refusal | None:
+    """Bring one agent's Secret and the shared ConfigMap in line.
+
+    Returns why the agent is not Ready when retrying cannot help before something changes (an
+    invalid spec: the agent is left out of the config) or when kopf should retry (the
+    ConfigMap could not be written); API refusals on the agent's own Secret are in its status.
+    """
     snap = AgentSnapshot.from_body(body)
     owner = Owner.from_body(body)
+    await drop_legacy_finalizer(ctx, body, logger)
     async with ctx.agents_lock:
         if snap.spec is not None:
             if snap.token_enabled:
-                ctx.tokens[owner.uid] = await ensure_token(ctx, owner, logger)
+                ctx.tokens[owner.uid] = await guarded_token(ctx, owner, logger)
             else:
-                await drop_token(ctx, owner, logger)
-        await fold(ctx, logger)
-    return snap.spec_error
+                await guarded_drop(ctx, owner, logger)
+        failure = await fold(ctx, logger)
+    if snap.spec_error:
+        return Refusal(snap.spec_error)
+    if failure is not None:
+        return Refusal(failure.describe(), permanent=failure.permanent)
+    state = ctx.tokens.get(owner.uid)
+    if state is not None and state.problem is not None and state.reason != "TokenSecretConflict":
+        return Refusal(state.problem, permanent=not state.transient)
+    return None
+
+
+async def drop_legacy_finalizer(
+    ctx: OperatorContext, body: Mapping[str, Any], logger: Logger
+) -> None:
+    """Remove the finalizer older releases shared (engram.dev/finalizer) from our own agent: this
+    release's own finalizer replaces it, and nothing would remove the old one on deletion."""
+    meta = body.get("metadata") or {}
+    finalizers = list(meta.get("finalizers") or [])
+    if LEGACY_FINALIZER not in finalizers:
+        return
+    kept = [name for name in finalizers if name != LEGACY_FINALIZER]
+    try:
+        # The resourceVersion makes the merge patch conditional: a list changed meanwhile
+        # (kopf adding ours) is not overwritten; the next event retries.
+        await ctx.api.patch(
+            ENGRAM_AGENTS,
+            str(meta.get("namespace")),
+            str(meta.get("name")),
+            {"metadata": {"finalizers": kept, "resourceVersion": meta.get("resourceVersion")}},
+        )
+    except KubeError as exc:
+        logger.info("Left the legacy finalizer for now: %s", exc.describe())
 
 
 async def delete_agent(ctx: OperatorContext, body: Mapping[str, Any], logger: Logger) -> None:
     async with ctx.agents_lock:
-        await drop_token(ctx, Owner.from_body(body), logger)
-        await fold(ctx, logger)
+        await guarded_drop(ctx, Owner.from_body(body), logger)
+        failure = await fold(ctx, logger)
+    if failure is not None:
+        raise failure
 
 
 async def resync_agents(ctx: OperatorContext, logger: Logger) -> None:
-    """Repair every live agent's token Secret, then fold once."""
+    """Repair every live agent's token Secret, each on its own, then fold once."""
     async with ctx.agents_lock:
         for snap in _live(ctx):
             if snap.token_enabled:
                 owner = Owner(API_VERSION, AGENT_KIND, snap.name, snap.namespace, snap.uid)
-                ctx.tokens[snap.uid] = await ensure_token(ctx, owner, logger)
-        await fold(ctx, logger)
+                ctx.tokens[snap.uid] = await guarded_token(ctx, owner, logger)
+        failure = await fold(ctx, logger)
+    if failure is not None:
+        logger.warning("Resync could not write the permission config: %s", failure.describe())
+
+
+async def guarded_token(ctx: OperatorContext, owner: Owner, logger: Logger) -> TokenState:
+    """ensure_token, with an API refusal turned into the agent's problem: one agent's
+    terminating namespace or missing Secret rights never holds up the others."""
+    try:
+        return await ensure_token(ctx, owner, logger)
+    except KubeError as exc:
+        logger.warning("Token Secret of %s/%s: %s", owner.namespace, owner.name, exc.describe())
+        return TokenState(
+            problem=f"the API server refused the token Secret "
+            f"{owner.namespace}/{token_secret_name(owner.name)}: {exc.describe()}",
+            reason=exc.reason or "SecretRefused",
+            transient=not exc.permanent,
+        )
 
 
 def _live(ctx: OperatorContext) -> list[AgentSnapshot]:
@@ -119,6 +173,18 @@ async def ensure_token(ctx: OperatorContext, owner: Owner, logger: Logger) -> To
     return TokenState(sha256=hash_token(token))
 
 
+async def guarded_drop(ctx: OperatorContext, owner: Owner, logger: Logger) -> None:
+    """drop_token, where a refusal is only logged: an agent without a token (or going away)
+    has nothing to lose, and its Secret carries an owner reference, so garbage collection
+    removes it anyway."""
+    try:
+        await drop_token(ctx, owner, logger)
+    except KubeError as exc:
+        logger.info(
+            "Left the token Secret of %s/%s: %s", owner.namespace, owner.name, exc.describe()
+        )
+
+
 async def drop_token(ctx: OperatorContext, owner: Owner, logger: Logger) -> None:
     """Forget the agent's token and delete its Secret, if the Secret is ours."""
     ctx.tokens.pop(owner.uid, None)
@@ -146,11 +212,12 @@ async def _read_token_state(ctx: OperatorContext, snap: AgentSnapshot) -> TokenS
     return TokenState(sha256=hash_token(token))
 
 
-async def fold(ctx: OperatorContext, logger: Logger) -> None:
+async def fold(ctx: OperatorContext, logger: Logger) -> KubeError | None:
     """Write the permission config for all agents and update every agent's status.
 
     Callers hold ``ctx.agents_lock``. The index is read only now, so everything indexed before
-    the lock was taken is included.
+    the lock was taken is included. Returns the API server's refusal of the ConfigMap, if any:
+    every agent's status then says so.
     """
     live = _live(ctx)
     live_uids = {snap.uid for snap in live}
@@ -159,14 +226,37 @@ async def fold(ctx: OperatorContext, logger: Logger) -> None:
             del ctx.tokens[uid]
     for snap in live:
         if snap.token_enabled and snap.uid not in ctx.tokens:
-            ctx.tokens[snap.uid] = await _read_token_state(ctx, snap)
+            try:
+                ctx.tokens[snap.uid] = await _read_token_state(ctx, snap)
+            except KubeError as exc:
+                ctx.tokens[snap.uid] = TokenState(
+                    problem=f"the API server refused to read the token Secret: {exc.describe()}",
+                    reason=exc.reason or "SecretRefused",
+                )
 
     result = fold_agents(live, ctx.tokens, configmap=ctx.configmap_ref)
-    await write_permission_config(ctx, result.config, logger)
+    verdicts = result.verdicts
+    failure: KubeError | None = None
+    try:
+        await write_permission_config(ctx, result.config, logger)
+    except KubeError as exc:
+        failure = exc
+        logger.warning("Could not write ConfigMap %s: %s", ctx.configmap_ref, exc.describe())
+        verdicts = {
+            uid: Verdict(
+                False,
+                exc.reason or "ConfigMapRefused",
+                f"the API server refused the permission ConfigMap {ctx.configmap_ref}: "
+                f"{exc.describe()}",
+                agent_name=verdict.agent_name,
+                token_secret=verdict.token_secret,
+            )
+            for uid, verdict in verdicts.items()
+        }
 
     now = utc_now()
     for snap in live:
-        verdict = result.verdicts[snap.uid]
+        verdict = verdicts[snap.uid]
         desired = build_agent_status(
             verdict=verdict, generation=snap.generation, previous=snap.status, now=now
         )
@@ -185,6 +275,9 @@ async def fold(ctx: OperatorContext, logger: Logger) -> None:
             )
         except NotFound:
             continue  # deleted meanwhile; its deletion folds again
+        except KubeError as exc:
+            logger.warning("Could not write the status of %s: %s", snap.ref, exc.describe())
+    return failure
 
 
 def _ready_changed(previous: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
@@ -204,7 +297,10 @@ async def write_permission_config(
     settings = ctx.settings
     text = dump_permission_config(config)
     desired = build_permission_configmap(
-        name=settings.configmap_name, namespace=settings.configmap_namespace, text=text
+        name=settings.configmap_name,
+        namespace=settings.configmap_namespace,
+        text=text,
+        release=settings.release,
     )
     current = await ctx.api.get(CONFIGMAPS, settings.configmap_namespace, settings.configmap_name)
     if current is None:

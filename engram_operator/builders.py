@@ -72,14 +72,16 @@ class Owner:
 
     def reference(self) -> dict[str, Any]:
         # controller=true is what "adopted" means: garbage collection removes the child with
-        # its owner, and nothing else may claim it.
+        # its owner, and nothing else may claim it. No blockOwnerDeletion: it only matters to
+        # foreground deletion of the owner, and where the OwnerReferencesPermissionEnforcement
+        # admission plugin is on (OpenShift) it would need `update` on the owner's finalizers
+        # subresource, or creating the child fails with 403.
         return {
             "apiVersion": self.api_version,
             "kind": self.kind,
             "name": self.name,
             "uid": self.uid,
             "controller": True,
-            "blockOwnerDeletion": True,
         }
 
     def as_body(self) -> dict[str, Any]:
@@ -95,12 +97,15 @@ class Owner:
         return any(ref.get("uid") == self.uid and ref.get("controller") for ref in refs)
 
 
-def build_permission_configmap(*, name: str, namespace: str, text: str) -> dict[str, Any]:
+def build_permission_configmap(
+    *, name: str, namespace: str, text: str, release: str | None = None
+) -> dict[str, Any]:
     """The ConfigMap the MCP service mounts; ``text`` is ``dump_permission_config(...)``."""
+    labels = base_labels("permissions", release)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": namespace, "labels": base_labels("permissions")},
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "data": {CONFIGMAP_KEY: text},
     }
 
@@ -144,15 +149,21 @@ def _quantities(override: Quantities, default: Quantities) -> dict[str, str]:
     return dict(sorted(merged.items()))
 
 
-def maintenance_labels(owner: Owner, task: Task) -> dict[str, str]:
-    return {**base_labels("maintenance"), LABEL_MAINTENANCE: owner.name, LABEL_TASK: task.value}
+def maintenance_labels(owner: Owner, task: Task, release: str) -> dict[str, str]:
+    """On the CronJob, its Jobs and their pods: the Job watch and Qdrant's NetworkPolicy select
+    on them, the release label included, so no other release's pods match."""
+    return {
+        **base_labels("maintenance", release),
+        LABEL_MAINTENANCE: owner.name,
+        LABEL_TASK: task.value,
+    }
 
 
 def build_cronjob(
     *, owner: Owner, spec: MaintenanceSpec, settings: OperatorSettings
 ) -> dict[str, Any]:
     """The CronJob that runs one maintenance task on its schedule."""
-    labels = maintenance_labels(owner, spec.task)
+    labels = maintenance_labels(owner, spec.task, settings.release)
     env: list[dict[str, Any]] = [{"name": "ENGRAM_DATA_DIR", "value": DATA_DIR}]
     if spec.retention is not None:
         env.append({"name": BACKUP_KEEP_ENV, "value": str(spec.retention.keep)})

@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from engram_operator.naming import READY
 
 MESSAGE_MAX: Final = 1024
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a reconcile did not reach Ready; the status already says so.
+
+    Permanent refusals (a bad spec, a child the API server rejects, missing rights) wait for
+    a change or the next resync; the others are retried by kopf with a backoff.
+    """
+
+    message: str
+    permanent: bool = True
 
 
 def utc_now() -> str:

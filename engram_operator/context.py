@@ -38,6 +38,7 @@ class OperatorContext:
     # Set once kopf has listed every watched resource into the indexes (see handler_context).
     indexed: asyncio.Event = field(default_factory=asyncio.Event)
     resync_task: asyncio.Task[None] | None = None
+    job_watch_task: asyncio.Task[None] | None = None
 
     @property
     def configmap_ref(self) -> str:

@@ -13,7 +13,9 @@ from typing import Any, cast
 
 import kopf
 
-from engram_operator.conditions import MESSAGE_MAX
+from engram_operator.conditions import MESSAGE_MAX, utc_now
+from engram_operator.kube import EVENTS, KubeApi, KubeError
+from engram_operator.naming import MANAGED_BY
 
 log = logging.getLogger(__name__)
 
@@ -28,3 +30,36 @@ def announce(obj: Mapping[str, Any], *, reason: str, message: str, warning: bool
         )
     except LookupError:
         log.debug("No event for %s outside a kopf handler: %s", reason, message)
+
+
+async def post_event(
+    api: KubeApi, obj: Mapping[str, Any], *, reason: str, message: str, warning: bool = False
+) -> None:
+    """An event posted by the operator itself, for news found outside kopf's handlers (the Job
+    watch). A refused event is logged, never raised: it is news, not state."""
+    meta = obj.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "")
+    now = utc_now()
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta.get('name')}.", "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": obj.get("apiVersion"),
+            "kind": obj.get("kind"),
+            "name": meta.get("name"),
+            "namespace": namespace,
+            "uid": meta.get("uid"),
+        },
+        "type": "Warning" if warning else "Normal",
+        "reason": reason,
+        "message": message[:MESSAGE_MAX],
+        "source": {"component": MANAGED_BY},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    try:
+        await api.create(EVENTS, namespace, event)
+    except KubeError as exc:
+        log.warning("Could not post event %s: %s", reason, exc.describe())

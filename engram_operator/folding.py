@@ -26,8 +26,12 @@ class TokenState:
     """What the operator knows of one agent's token Secret. Never holds the token itself."""
 
     sha256: str | None = None
-    # Set when the Secret exists but cannot be used (e.g. it belongs to someone else).
+    # Set when the Secret cannot be used: it belongs to someone else, or the API server refused
+    # to read or write it (then `reason` is the server's, e.g. Forbidden).
     problem: str | None = None
+    reason: str = "TokenSecretConflict"
+    # The refusal may pass by itself (a 5xx, a timeout): worth retrying soon.
+    transient: bool = False
 
     @property
     def pending(self) -> bool:
@@ -176,7 +180,7 @@ def fold_agents(
             state = tokens.get(snap.uid, TokenState())
             secret_ref = f"{snap.namespace}/{secret}"
             if state.problem is not None:
-                verdict = Verdict(False, "TokenSecretConflict", state.problem, name, secret)
+                verdict = Verdict(False, state.reason, state.problem, name, secret)
             elif state.sha256 is None:
                 verdict = Verdict(
                     False, "TokenPending", f"waiting for Secret {secret_ref}", name, secret

@@ -11,18 +11,13 @@ import kopf
 from kubernetes.aio.client import Configuration
 
 from engram_operator import agents, maintenance
+from engram_operator.conditions import Refusal
 from engram_operator.context import OperatorContext, handler_context
 from engram_operator.folding import AgentSnapshot
+from engram_operator.jobwatch import watch_jobs_forever
 from engram_operator.kube import KubeApi
-from engram_operator.naming import (
-    AGENTS,
-    GROUP,
-    LABEL_MAINTENANCE,
-    LABEL_MANAGED_BY,
-    MAINTENANCES,
-    MANAGED_BY,
-    VERSION,
-)
+from engram_operator.naming import AGENTS, GROUP, MAINTENANCES, VERSION
+from engram_operator.ownership import belongs_to
 from engram_operator.resync import resync_forever
 from engram_operator.settings import OperatorSettings
 
@@ -30,6 +25,18 @@ LoginFn = Callable[..., kopf.ConnectionInfo | None]
 # kopf passes each index to handlers under the indexing function's id.
 AGENT_INDEX = "engram_agents"
 MAINTENANCE_INDEX = "engram_maintenances"
+# A refusal that may pass by itself (a 5xx, a conflict) is retried after this long.
+RETRY_DELAY_S = 30.0
+
+
+def _raise(refusal: Refusal | None) -> None:
+    """kopf's verdict on a handler: a permanent refusal is not retried until the resource
+    changes (the resync still looks at it every round), a transient one after a delay."""
+    if refusal is None:
+        return
+    if refusal.permanent:
+        raise kopf.PermanentError(refusal.message)
+    raise kopf.TemporaryError(refusal.message, delay=RETRY_DELAY_S)
 
 
 def register(
@@ -40,6 +47,13 @@ def register(
     login: LoginFn,
 ) -> None:
     kopf.on.login(registry=registry)(login)
+
+    def ours(body: kopf.Body, **_: Any) -> bool:
+        """Only this release's resources: other releases' are never indexed, patched or
+        finalized here (see ownership.py)."""
+        return belongs_to(
+            body, release_namespace=settings.release_namespace, release=settings.release
+        )
 
     @kopf.on.startup(registry=registry)
     async def open_context(*, memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
@@ -52,60 +66,47 @@ def register(
         memo.engram = ctx
         await agents.ensure_permission_configmap(ctx, logger)
         ctx.resync_task = asyncio.create_task(resync_forever(ctx), name="engram resync")
+        ctx.job_watch_task = asyncio.create_task(watch_jobs_forever(ctx), name="engram jobs")
 
     @kopf.on.cleanup(registry=registry)
     async def close_context(*, memo: Any, **_: Any) -> None:
         ctx = getattr(memo, "engram", None)
         if isinstance(ctx, OperatorContext):
-            if ctx.resync_task is not None:
-                ctx.resync_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await ctx.resync_task
+            for task in (ctx.resync_task, ctx.job_watch_task):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             await ctx.api.close()
 
     # EngramAgent ---------------------------------------------------------------------------
 
-    @kopf.index(GROUP, VERSION, AGENTS, id=AGENT_INDEX, registry=registry)
+    @kopf.index(GROUP, VERSION, AGENTS, id=AGENT_INDEX, when=ours, registry=registry)
     def engram_agents(*, body: kopf.Body, **_: Any) -> dict[None, AgentSnapshot]:
         return agents.snapshot_agent(body)
 
-    @kopf.on.resume(GROUP, VERSION, AGENTS, registry=registry)
-    @kopf.on.create(GROUP, VERSION, AGENTS, registry=registry)
-    @kopf.on.update(GROUP, VERSION, AGENTS, field="spec", registry=registry)
+    @kopf.on.resume(GROUP, VERSION, AGENTS, when=ours, registry=registry)
+    @kopf.on.create(GROUP, VERSION, AGENTS, when=ours, registry=registry)
+    @kopf.on.update(GROUP, VERSION, AGENTS, field="spec", when=ours, registry=registry)
     async def reconcile_agent(*, body: kopf.Body, memo: Any, logger: kopf.Logger, **_: Any) -> None:
-        error = await agents.reconcile_agent(handler_context(memo), body, logger)
-        if error:
-            raise kopf.PermanentError(error)
+        _raise(await agents.reconcile_agent(handler_context(memo), body, logger))
 
-    @kopf.on.delete(GROUP, VERSION, AGENTS, registry=registry)
+    @kopf.on.delete(GROUP, VERSION, AGENTS, when=ours, registry=registry)
     async def delete_agent(*, body: kopf.Body, memo: Any, logger: kopf.Logger, **_: Any) -> None:
         await agents.delete_agent(handler_context(memo), body, logger)
 
     # EngramMaintenance -----------------------------------------------------------------------
 
-    @kopf.index(GROUP, VERSION, MAINTENANCES, id=MAINTENANCE_INDEX, registry=registry)
+    @kopf.index(GROUP, VERSION, MAINTENANCES, id=MAINTENANCE_INDEX, when=ours, registry=registry)
     def engram_maintenances(*, body: kopf.Body, **_: Any) -> dict[None, dict[str, Any]]:
         return maintenance.snapshot_maintenance(body)
 
-    @kopf.on.resume(GROUP, VERSION, MAINTENANCES, registry=registry)
-    @kopf.on.create(GROUP, VERSION, MAINTENANCES, registry=registry)
-    @kopf.on.update(GROUP, VERSION, MAINTENANCES, field="spec", registry=registry)
+    @kopf.on.resume(GROUP, VERSION, MAINTENANCES, when=ours, registry=registry)
+    @kopf.on.create(GROUP, VERSION, MAINTENANCES, when=ours, registry=registry)
+    @kopf.on.update(GROUP, VERSION, MAINTENANCES, field="spec", when=ours, registry=registry)
     async def reconcile_maintenance(
         *, body: kopf.Body, memo: Any, logger: kopf.Logger, **_: Any
     ) -> None:
-        error = await maintenance.reconcile_maintenance(handler_context(memo), body, logger)
-        if error:
-            raise kopf.PermanentError(error)
+        _raise(await maintenance.reconcile_maintenance(handler_context(memo), body, logger))
 
-    @kopf.on.event(
-        "batch",
-        "v1",
-        "jobs",
-        labels={LABEL_MAINTENANCE: kopf.PRESENT, LABEL_MANAGED_BY: MANAGED_BY},
-        registry=registry,
-    )
-    async def job_changed(
-        *, event: kopf.RawEvent, body: kopf.Body, memo: Any, logger: kopf.Logger, **_: Any
-    ) -> None:
-        if event.get("type") != "DELETED":
-            await maintenance.record_job(handler_context(memo), body, logger)
+    # Finished Jobs: watch_jobs_forever (the release namespace only, with a label selector).

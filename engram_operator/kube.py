@@ -9,6 +9,7 @@ message — never a request body, which for Secrets would contain a token.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote
@@ -19,6 +20,12 @@ from engram_operator.naming import AGENTS, GROUP, MAINTENANCES, VERSION
 
 MERGE_PATCH: Final = "application/merge-patch+json"
 REQUEST_TIMEOUT_S: Final = 30.0
+# The server ends each watch after this long; the client waits a little longer before giving up.
+WATCH_SECONDS: Final = 300
+# Refusals that repeating the same request cannot change: a bad object (400, 422), missing
+# rights (403, until someone changes RBAC), a namespace being deleted. Retried by the resync,
+# never in a tight loop.
+PERMANENT_STATUSES: Final = frozenset({400, 403, 422})
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,7 @@ SECRETS: Final = Kind("", "v1", "secrets")
 PODS: Final = Kind("", "v1", "pods")
 CRONJOBS: Final = Kind("batch", "v1", "cronjobs")
 JOBS: Final = Kind("batch", "v1", "jobs")
+EVENTS: Final = Kind("", "v1", "events")
 ENGRAM_AGENTS: Final = Kind(GROUP, VERSION, AGENTS)
 ENGRAM_MAINTENANCES: Final = Kind(GROUP, VERSION, MAINTENANCES)
 
@@ -55,6 +63,16 @@ class KubeError(Exception):
         super().__init__(f"{method} {path}: HTTP {status} {reason}: {message}")
         self.status = status
         self.reason = reason
+        # The server's own explanation (never a request body, which may hold a token).
+        self.message = message
+
+    @property
+    def permanent(self) -> bool:
+        return self.status in PERMANENT_STATUSES
+
+    def describe(self) -> str:
+        """For a condition: the server's reason and message, without the URL."""
+        return f"{self.reason or 'HTTP ' + str(self.status)}: {self.message}".rstrip(": ")
 
 
 class NotFound(KubeError):
@@ -118,9 +136,54 @@ class KubeApi:
     async def list_objects(
         self, kind: Kind, namespace: str | None, *, label_selector: str | None = None
     ) -> list[dict[str, Any]]:
+        return list((await self.list_page(kind, namespace, label_selector=label_selector))[0])
+
+    async def list_page(
+        self, kind: Kind, namespace: str | None, *, label_selector: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """The objects and the list's resourceVersion (where a watch starts)."""
         query = [("labelSelector", label_selector)] if label_selector else None
         result = await self._request("GET", kind.path(namespace), query=query)
-        return list(result.get("items") or [])
+        version = str((result.get("metadata") or {}).get("resourceVersion") or "")
+        return list(result.get("items") or []), version
+
+    async def watch(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        *,
+        label_selector: str,
+        resource_version: str,
+        seconds: int = WATCH_SECONDS,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Watch events ({"type", "object"}) until the server ends the stream."""
+        query = [
+            ("watch", "true"),
+            ("labelSelector", label_selector),
+            ("timeoutSeconds", str(seconds)),
+        ]
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+        _, url, headers, _, _ = await self._client.param_serialize(
+            "GET",
+            kind.path(namespace),
+            query_params=query,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        response = await self._client.call_api(
+            "GET", url, headers, None, _request_timeout=seconds + REQUEST_TIMEOUT_S
+        )
+        raw = response.response
+        try:
+            if not 200 <= int(response.status) < 300:
+                await response.read()
+                raise KubeError("WATCH", kind.path(namespace), int(response.status), "", "")
+            async for line in raw.content:
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            raw.release()
 
     async def create(
         self, kind: Kind, namespace: str | None, body: dict[str, Any]

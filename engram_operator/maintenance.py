@@ -20,13 +20,14 @@ from engram_operator.builders import (
     build_maintenance_status,
     build_runs_status,
 )
-from engram_operator.conditions import utc_now
+from engram_operator.conditions import Refusal, utc_now
 from engram_operator.context import Logger, OperatorContext
 from engram_operator.drift import matches
-from engram_operator.events import announce
-from engram_operator.kube import CRONJOBS, ENGRAM_MAINTENANCES, JOBS, PODS, Conflict
+from engram_operator.events import announce, post_event
+from engram_operator.kube import CRONJOBS, ENGRAM_MAINTENANCES, JOBS, PODS, Conflict, KubeError
 from engram_operator.models import MaintenanceSpec, SpecError, parse_maintenance_spec
-from engram_operator.naming import LABEL_MAINTENANCE, cronjob_name
+from engram_operator.naming import LABEL_INSTANCE, LABEL_MAINTENANCE, cronjob_name
+from engram_operator.ownership import belongs_to
 from engram_operator.runs import job_outcome, merge_history, parse_history, summarise_run
 
 # Set by the Job controller on every pod of a Job; unique per Job, unlike the Job's name.
@@ -42,11 +43,12 @@ def snapshot_maintenance(body: Mapping[str, Any]) -> dict[None, dict[str, Any]]:
 
 async def reconcile_maintenance(
     ctx: OperatorContext, body: Mapping[str, Any], logger: Logger
-) -> str | None:
+) -> Refusal | None:
     """Create or repair the CronJob and write the Ready status when it changed.
 
-    Returns the reason the resource cannot be reconciled (invalid spec, a foreign CronJob in
-    the way), or None when it is Ready.
+    Returns why the resource is not Ready (invalid spec, a foreign CronJob in the way, the API
+    server refusing the CronJob), or None when it is. Every refusal is in the status first,
+    with the server's reason and the generation it applies to.
     """
     owner = Owner.from_body(body)
     meta = body.get("metadata") or {}
@@ -65,13 +67,17 @@ async def reconcile_maintenance(
         )
         if matches(desired, previous):
             return
-        await ctx.api.patch(
-            ENGRAM_MAINTENANCES,
-            owner.namespace,
-            owner.name,
-            {"status": desired},
-            subresource="status",
-        )
+        try:
+            await ctx.api.patch(
+                ENGRAM_MAINTENANCES,
+                owner.namespace,
+                owner.name,
+                {"status": desired},
+                subresource="status",
+            )
+        except KubeError as exc:
+            logger.warning("Could not write the status of %s: %s", owner.name, exc.describe())
+            return
         before = [
             (cond.get("status"), cond.get("reason")) for cond in previous.get("conditions") or []
         ]
@@ -84,17 +90,36 @@ async def reconcile_maintenance(
             "maintenance pods' env ConfigMap and Secrets are (ENGRAM_OPERATOR_JOB_NAMESPACE); "
             f"no CronJob is scheduled in {owner.namespace}"
         )
-        await _suspend_own_cronjob(ctx, owner, logger)
         await report(False, WRONG_NAMESPACE, problem, None)
-        return problem
+        return Refusal(problem)
 
     try:
         spec = parse_maintenance_spec(body.get("spec") or {}, resource_name=owner.name)
     except SpecError as exc:
         await report(False, "InvalidSpec", str(exc), None)
-        return str(exc)
+        return Refusal(str(exc))
 
     desired = build_cronjob(owner=owner, spec=spec, settings=ctx.settings)
+    name = desired["metadata"]["name"]
+    ref = f"{owner.namespace}/{name}"
+    try:
+        conflict = await _ensure_cronjob(ctx, owner, desired, logger)
+    except KubeError as exc:
+        message = f"the API server refused CronJob {ref}: {exc.describe()}"
+        await report(False, exc.reason or "CronJobRefused", message, None)
+        return Refusal(message, permanent=exc.permanent)
+    if conflict is not None:
+        await report(False, "CronJobConflict", conflict, None)
+        return Refusal(conflict)
+
+    await report(True, "Suspended" if spec.suspend else "Scheduled", _describe(spec, ref), name)
+    return None
+
+
+async def _ensure_cronjob(
+    ctx: OperatorContext, owner: Owner, desired: dict[str, Any], logger: Logger
+) -> str | None:
+    """Create or patch the CronJob; returns a problem when a foreign one is in the way."""
     name = desired["metadata"]["name"]
     ref = f"{owner.namespace}/{name}"
     current = await ctx.api.get(CRONJOBS, owner.namespace, name)
@@ -107,30 +132,14 @@ async def reconcile_maintenance(
                 raise
         else:
             logger.info("Created CronJob %s.", ref)
-    if current is not None:
-        if not owner.owns(current):
-            problem = f"CronJob {ref} exists and is not owned by this EngramMaintenance"
-            await report(False, "CronJobConflict", problem, None)
-            return problem
-        patch = build_cronjob_patch(desired)
-        if not matches(patch, current):
-            await ctx.api.patch(CRONJOBS, owner.namespace, name, patch)
-            logger.info("Updated CronJob %s.", ref)
-
-    await report(True, "Suspended" if spec.suspend else "Scheduled", _describe(spec, ref), name)
+            return None
+    if not owner.owns(current):
+        return f"CronJob {ref} exists and is not owned by this EngramMaintenance"
+    patch = build_cronjob_patch(desired)
+    if not matches(patch, current):
+        await ctx.api.patch(CRONJOBS, owner.namespace, name, patch)
+        logger.info("Updated CronJob %s.", ref)
     return None
-
-
-async def _suspend_own_cronjob(ctx: OperatorContext, owner: Owner, logger: Logger) -> None:
-    """Suspend a CronJob this resource owns in a namespace where it may no longer run (made
-    before the namespace rule, or before the setting changed): its pods could not start."""
-    name = cronjob_name(owner.name)
-    current = await ctx.api.get(CRONJOBS, owner.namespace, name)
-    if current is None or not owner.owns(current):
-        return
-    if (current.get("spec") or {}).get("suspend") is not True:
-        await ctx.api.patch(CRONJOBS, owner.namespace, name, {"spec": {"suspend": True}})
-        logger.warning("Suspended CronJob %s/%s: wrong namespace.", owner.namespace, name)
 
 
 def _describe(spec: MaintenanceSpec, ref: str) -> str:
@@ -165,12 +174,20 @@ async def _record_job(ctx: OperatorContext, job: Mapping[str, Any], logger: Logg
     meta = job.get("metadata") or {}
     namespace = str(meta.get("namespace", ""))
     job_name = str(meta.get("name", ""))
-    owner_name = (meta.get("labels") or {}).get(LABEL_MAINTENANCE)
-    if not owner_name:
+    labels = meta.get("labels") or {}
+    owner_name = labels.get(LABEL_MAINTENANCE)
+    # Label selectors are a server-side filter we do not rely on alone.
+    if not owner_name or labels.get(LABEL_INSTANCE) != ctx.settings.release:
+        return
+    if namespace != ctx.settings.job_namespace:
         return
     async with ctx.runs_lock:
         maintenance = await ctx.api.get(ENGRAM_MAINTENANCES, namespace, owner_name)
-        if maintenance is None:
+        if maintenance is None or not belongs_to(
+            maintenance,
+            release_namespace=ctx.settings.release_namespace,
+            release=ctx.settings.release,
+        ):
             return
         try:
             spec = parse_maintenance_spec(maintenance.get("spec") or {}, resource_name=owner_name)
@@ -209,7 +226,8 @@ async def _record_job(ctx: OperatorContext, job: Mapping[str, Any], logger: Logg
             f"errors {record.errors}" + (f"; {record.message}" if record.message else "")
         )
         logger.info("Recorded for %s/%s: %s", namespace, owner_name, summary)
-        announce(
+        await post_event(
+            ctx.api,
             maintenance,
             reason=f"Run{record.result.value}",
             message=summary,
@@ -220,8 +238,12 @@ async def _record_job(ctx: OperatorContext, job: Mapping[str, Any], logger: Logg
 async def collect_runs(ctx: OperatorContext, body: Mapping[str, Any], logger: Logger) -> None:
     """Record any finished Job of this resource that the Job watch missed (operator downtime)."""
     owner = Owner.from_body(body)
+    if owner.namespace != ctx.settings.job_namespace:
+        return  # never scheduled there (and the operator has no Job rights there)
     jobs = await ctx.api.list_objects(
-        JOBS, owner.namespace, label_selector=f"{LABEL_MAINTENANCE}={owner.name}"
+        JOBS,
+        owner.namespace,
+        label_selector=f"{LABEL_INSTANCE}={ctx.settings.release},{LABEL_MAINTENANCE}={owner.name}",
     )
     for job in jobs:
         # Label selectors are a server-side filter we do not rely on.

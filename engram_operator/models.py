@@ -38,6 +38,10 @@ CRON_RE: Final = (
     r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)"
     r"|[0-9A-Za-z*/,?-]+( [0-9A-Za-z*/,?-]+){4})$"
 )
+# spec.release: "<namespace>/<release>" or "<release>" (see ownership.py).
+RELEASE_REF_RE: Final = (
+    r"^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]{0,51}[a-z0-9])?$"
+)
 TIME_ZONE_RE: Final = r"^[A-Za-z0-9_+-]+(/[A-Za-z0-9_+-]+)*$"
 QUANTITY_RE: Final = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$"
 # A schedule that never fires (30 February), for suspended resources without a schedule:
@@ -69,6 +73,7 @@ def _unique(values: list[_T]) -> list[_T]:
 
 ScopePattern = Annotated[str, StringConstraints(max_length=134), AfterValidator(_scope_pattern)]
 Quantity = Annotated[str, StringConstraints(pattern=QUANTITY_RE, max_length=16)]
+ReleaseRef = Annotated[str, StringConstraints(pattern=RELEASE_REF_RE, max_length=117)]
 
 
 class SpecModel(BaseModel):
@@ -104,6 +109,7 @@ class Identity(SpecModel):
 
 
 class AgentSpec(SpecModel):
+    release: ReleaseRef | None = None
     agent_name: Annotated[str, StringConstraints(pattern=AGENT_NAME_RE)] | None = None
     read: Annotated[list[ScopePattern], AfterValidator(_unique), Field(max_length=256)] = []
     write: Annotated[list[ScopePattern], AfterValidator(_unique), Field(max_length=256)] = []
@@ -152,6 +158,7 @@ class Retention(SpecModel):
 
 
 class MaintenanceSpec(SpecModel):
+    release: ReleaseRef | None = None
     task: Task
     schedule: Annotated[str, StringConstraints(pattern=CRON_RE, max_length=128)] | None = None
     time_zone: Annotated[str, StringConstraints(pattern=TIME_ZONE_RE, max_length=64)] | None = None

@@ -32,9 +32,22 @@ async def resync_forever(ctx: OperatorContext, logger: Logger = log) -> None:
 
 
 async def resync_once(ctx: OperatorContext, logger: Logger) -> None:
-    await agents.resync_agents(ctx, logger)
+    """One round. Each resource on its own: one that fails (a rejected CronJob, a namespace
+    being deleted) is logged and in its status, and the others are still repaired."""
+    try:
+        await agents.resync_agents(ctx, logger)
+    except Exception:
+        logger.exception("Resync of the agents failed; the maintenances carry on.")
     for body in [body for store in ctx.maintenance_index.values() for body in store]:
-        if (body.get("metadata") or {}).get("deletionTimestamp"):
+        meta = body.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
             continue
-        await maintenance.reconcile_maintenance(ctx, body, logger)
-        await maintenance.collect_runs(ctx, body, logger)
+        try:
+            await maintenance.reconcile_maintenance(ctx, body, logger)
+            await maintenance.collect_runs(ctx, body, logger)
+        except Exception:
+            logger.exception(
+                "Resync of EngramMaintenance %s/%s failed; the others carry on.",
+                meta.get("namespace"),
+                meta.get("name"),
+            )

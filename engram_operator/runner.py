@@ -9,13 +9,13 @@ import kopf
 from kubernetes.aio.client import Configuration
 
 from engram_operator import handlers
-from engram_operator.naming import FINALIZER, KOPF_PREFIX
+from engram_operator.naming import KOPF_PREFIX, finalizer
 from engram_operator.settings import OperatorSettings
 
 
-def kopf_settings() -> kopf.OperatorSettings:
+def kopf_settings(operator: OperatorSettings) -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
-    settings.persistence.finalizer = FINALIZER
+    settings.persistence.finalizer = finalizer(operator.release, operator.release_namespace)
     # Keep kopf's bookkeeping in annotations under our group, not in `status.kopf`, which the
     # CRDs' status schemas do not declare (a real API server would prune it).
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_PREFIX)
@@ -47,12 +47,12 @@ async def run(
     """Run until ``stop_flag`` is set (or a signal arrives, in the main thread)."""
     await kopf.operator(
         registry=build_registry(settings, kube_config=kube_config, login=login),
-        settings=kopf_settings(),
+        settings=kopf_settings(settings),
         # One replica (the chart uses strategy Recreate), so no peering: it would need rights
         # on kopf's peering resources.
         standalone=True,
         clusterwide=settings.clusterwide,
-        namespaces=settings.namespaces,
+        namespaces=[] if settings.clusterwide else settings.namespaces,
         memo=kopf.Memo(),
         stop_flag=stop_flag,
         ready_flag=ready_flag,

@@ -15,6 +15,8 @@ from engram_contract.permissions import K8S_NAME_RE
 # watch every namespace, a right the operator otherwise never uses.
 NAMESPACE_RE = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 IMAGE_RE = r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$"
+# A Helm release name (at most 53 characters of a DNS subdomain).
+RELEASE_RE = r"^[a-z0-9]([-a-z0-9.]{0,51}[a-z0-9])?$"
 # What Kubernetes accepts as a Secret key, and the environment variable names we pass on.
 SECRET_KEY_RE = r"^[-._a-zA-Z0-9]{1,253}$"
 ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]{0,252}$"
@@ -61,8 +63,15 @@ class OperatorSettings(BaseSettings):
         env_prefix="ENGRAM_OPERATOR_", extra="ignore", populate_by_name=True
     )
 
-    # Comma-separated namespaces to watch; empty watches the whole cluster.
+    # The Helm release this operator serves (its namespace is configmap_namespace). It acts only
+    # on the EngramAgents and EngramMaintenances that belong to it (see ownership.py).
+    release: str = Field(default="engram", pattern=RELEASE_RE, max_length=53)
+    # Comma-separated namespaces to watch (the release namespace is always added). The operator
+    # holds Roles in each of them and nowhere else.
     namespaces: Annotated[list[str], NoDecode] = Field(default_factory=list, max_length=256)
+    # Watch the custom resources in every namespace (a ClusterRole on them alone); token Secrets
+    # are still made only in `namespaces`, where the operator holds Secret rights.
+    watch_all: bool = False
     # The permission ConfigMap the MCP service mounts (the chart sets `<fullname>-permissions`).
     configmap_name: str = Field(default="engram-permissions", pattern=K8S_NAME_RE, max_length=253)
     # Where that ConfigMap lives; falls back to the operator pod's own namespace.
@@ -149,7 +158,19 @@ class OperatorSettings(BaseSettings):
     def _default_job_namespace(self) -> OperatorSettings:
         if not self.job_namespace:
             self.job_namespace = self.configmap_namespace
+        # The release namespace holds the ConfigMap, the CronJobs and the chart's own resources:
+        # always watched.
+        self.namespaces = sorted({*self.namespaces, self.configmap_namespace, self.job_namespace})
         return self
+
+    @property
+    def release_namespace(self) -> str:
+        return self.configmap_namespace
+
+    @property
+    def release_ref(self) -> str:
+        """How a resource names this release in ``spec.release``: ``<namespace>/<name>``."""
+        return f"{self.release_namespace}/{self.release}"
 
     @property
     def job_env_secret_names(self) -> list[str]:
@@ -167,7 +188,7 @@ class OperatorSettings(BaseSettings):
 
     @property
     def clusterwide(self) -> bool:
-        return not self.namespaces
+        return self.watch_all
 
 
 # Variables other than ENGRAM_OPERATOR_<FIELD> that a field reads.

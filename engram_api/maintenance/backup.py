@@ -118,6 +118,7 @@ async def run_backup(engine: Engine, *, progress: Progress | None = None) -> Mai
                         target,
                         keep=cfg.keep,
                         created_at=report.started_at,
+                        server_keep=cfg.server_keep,
                     )
                 except EngramError as exc:
                     step.status = "failed"

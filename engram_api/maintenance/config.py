@@ -190,6 +190,10 @@ class BackupSettings(BaseModel):
     dir: Path | None = None
     # Backups kept, locally and (server snapshots) on the Qdrant server.
     keep: int = Field(default=7, ge=1, le=1000)
+    # Server snapshots left on the Qdrant server after a backup; None = `keep`. 0 streams each
+    # one to the backup volume and deletes it from Qdrant, so Qdrant's snapshot volume needs
+    # room for one snapshot, not `keep` of them (the chart sets 0).
+    server_keep: int | None = Field(default=None, ge=0, le=1000)
     timeout_s: float = Field(default=600.0, gt=0, le=86_400)
 
 

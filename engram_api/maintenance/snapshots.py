@@ -100,7 +100,10 @@ async def snapshot_backup(
     keep: int,
     created_at: str,
     note: Callable[[str], None] | None = None,
+    server_keep: int | None = None,
 ) -> SnapshotBackup:
+    """Snapshot, download and verify; keep ``keep`` backups locally and ``server_keep``
+    (default: ``keep``) snapshots on the server. 0 deletes the new one once it is verified."""
     folder = backup_dir / collection
     folder.mkdir(parents=True, exist_ok=True)
     try:
@@ -130,7 +133,9 @@ async def snapshot_backup(
     }
     (folder / (desc.name + MANIFEST_SUFFIX)).write_text(json.dumps(manifest, indent=2))
     pruned_local = prune_local(folder, keep)
-    pruned_server = await prune_server(client, collection, keep)
+    pruned_server = await prune_server(
+        client, collection, keep if server_keep is None else server_keep
+    )
     return SnapshotBackup(desc.name, dest, size, digest, created_at, pruned_local, pruned_server)
 
 

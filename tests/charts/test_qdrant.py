@@ -33,10 +33,12 @@ def test_qdrant_image_is_the_official_one_pinned_to_a_release(default_render: Re
     assert tag.startswith("v1.15.")
 
 
-def test_qdrant_digest_overrides_the_tag(chart: helm_python.Chart) -> None:
+def test_a_qdrant_digest_pins_the_image_and_keeps_the_tag_readable(
+    chart: helm_python.Chart,
+) -> None:
     digest = "sha256:" + "ab" * 32
     rendered = render(chart, {"qdrant": {"image": {"digest": digest}}})
-    assert _container(rendered)["image"] == f"docker.io/qdrant/qdrant@{digest}"
+    assert _container(rendered)["image"] == f"docker.io/qdrant/qdrant:v1.15.4@{digest}"
 
 
 def test_qdrant_keeps_its_data_on_a_claim_per_pod(default_render: Rendered) -> None:
@@ -52,7 +54,15 @@ def test_qdrant_keeps_its_data_on_a_claim_per_pod(default_render: Rendered) -> N
 
 
 def test_storage_class_and_size_come_from_values(chart: helm_python.Chart) -> None:
-    rendered = render(chart, {"qdrant": {"persistence": {"size": "50Gi", "storageClass": "fast"}}})
+    rendered = render(
+        chart,
+        {
+            "qdrant": {
+                "persistence": {"size": "50Gi", "storageClass": "fast"},
+                "snapshots": {"size": "50Gi"},
+            }
+        },
+    )
     claim = _qdrant(rendered)["spec"]["volumeClaimTemplates"][0]["spec"]
     assert claim["storageClassName"] == "fast"
     assert claim["resources"]["requests"]["storage"] == "50Gi"

@@ -133,6 +133,7 @@ JOB_POD_LABELS = {
     "app.kubernetes.io/managed-by": "engram-operator",
     "app.kubernetes.io/part-of": "engram",
     "app.kubernetes.io/component": "maintenance",
+    "app.kubernetes.io/instance": "engram",
     "engram.dev/maintenance": "engram-daily",
     "engram.dev/task": "daily",
     "batch.kubernetes.io/job-name": "engram-daily-29000000",
@@ -157,6 +158,9 @@ def test_qdrant_network_policy_admits_engram_pods_and_refuses_others(
     assert _policy_allows(policy, JOB_POD_LABELS, "http")
     assert not _policy_allows(policy, STRANGER_LABELS, "http")
     assert not _policy_allows(policy, OTHER_JOB_LABELS, "http")
+    # Another release's maintenance pods in the same namespace reach their own Qdrant only.
+    other_release = JOB_POD_LABELS | {"app.kubernetes.io/instance": "engram-staging"}
+    assert not _policy_allows(policy, other_release, "http")
     assert not _policy_allows(
         policy, _pod_labels(rendered.get("Deployment", "engram-operator")), "http"
     )
@@ -284,20 +288,25 @@ def test_operator_runs_once_with_recreate_and_its_liveness_on_the_health_port(
     assert pod_ns["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
 
 
-def test_operator_service_account_is_bound_to_its_cluster_role(default_render: Rendered) -> None:
+def test_operator_service_account_is_bound_to_its_role(default_render: Rendered) -> None:
     deployment = default_render.get("Deployment", "engram-operator")
     account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
-    binding = default_render.get("ClusterRoleBinding", "engram-operator")
+    binding = default_render.get("RoleBinding", "engram-operator")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": account, "namespace": "engram"}
     ]
-    assert binding["roleRef"]["name"] == "engram-operator"
-    default_render.get("ClusterRole", binding["roleRef"]["name"])
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "engram-operator",
+    }
+    default_render.get("Role", binding["roleRef"]["name"])
 
 
 @pytest.mark.parametrize(
     ("namespaces", "expected"),
-    [([], ""), (["agents"], "agents,engram"), (["a", "engram"], "a,engram")],
+    # Empty: the release namespace only (it used to mean every namespace).
+    [([], "engram"), (["agents"], "agents,engram"), (["a", "engram"], "a,engram")],
 )
 def test_operator_watches_the_namespaces_from_values(
     chart: helm_python.Chart, namespaces: list[str], expected: str
@@ -358,17 +367,17 @@ def test_auth_off_sets_the_explicit_insecure_flag_and_no_token_review(
     container = _mcp_container(rendered)
     assert env_value(container, "ENGRAM_SERVER__INSECURE_NO_AUTH") == "true"
     assert env_value(container, "ENGRAM_KUBERNETES_AUTH__ENABLED") == "false"
-    assert rendered.find("ClusterRole", "engram-tokenreview") is None
+    assert rendered.find("ClusterRole", "engram:engram-tokenreview") is None
 
 
 def test_token_review_is_the_only_right_of_the_mcp_service_account(
     default_render: Rendered,
 ) -> None:
-    role = default_render.get("ClusterRole", "engram-tokenreview")
+    role = default_render.get("ClusterRole", "engram:engram-tokenreview")
     assert role["rules"] == [
         {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}
     ]
-    binding = default_render.get("ClusterRoleBinding", "engram-tokenreview")
+    binding = default_render.get("ClusterRoleBinding", "engram:engram-tokenreview")
     account = _mcp(default_render)["spec"]["template"]["spec"]["serviceAccountName"]
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": account, "namespace": "engram"}
@@ -427,6 +436,8 @@ def test_default_maintenance_schedules_are_daily_weekly_and_backup_in_utc(
     default_render: Rendered,
 ) -> None:
     specs = {m["metadata"]["name"]: m["spec"] for m in default_render.of_kind("EngramMaintenance")}
+    # Each names the release that serves it, so no other release acts on it.
+    assert {spec.pop("release") for spec in specs.values()} == {"engram/engram"}
     assert specs == {
         "engram-daily": {"task": "daily", "schedule": "0 3 * * *", "timeZone": "UTC"},
         "engram-weekly": {"task": "weekly", "schedule": "0 4 * * 0", "timeZone": "UTC"},

@@ -22,19 +22,24 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+import aiohttp.web
+import jsonpatch
 import kmock
 import kopf
 from kmock._internal import enums
 from kubernetes.aio.client import Configuration
 
 from engram_operator import rbac
-from engram_operator.kube import Kind
+from engram_operator.kube import Kind, KubeApi
 from engram_operator.naming import AGENT_KIND, AGENTS, GROUP, MAINTENANCE_KIND, MAINTENANCES
 from engram_operator.runner import run
 from engram_operator.settings import OperatorSettings
 
 T = TypeVar("T")
 OPERATOR_NS = "engram"
+HOOK_TOKEN = "uninstall-hook"
+# spec.release of the tests' resources: the release make_settings() serves.
+RELEASE_REF = f"{OPERATOR_NS}/engram"
 IMAGE = "registry.example/engram:1.2.3"
 _resource_versions = itertools.count(1)
 ALL_VERBS = {"list", "watch", "get", "create", "patch", "delete"}
@@ -58,11 +63,77 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+@dataclass(frozen=True)
+class Rejection:
+    """An API-server refusal the emulator plays for matching operator requests."""
+
+    method: str
+    path_suffix: str
+    status: int
+    reason: str
+    message: str
+    # Only requests whose body contains this text (e.g. a field value); "" = any.
+    body_contains: str = ""
+
+
+def _status_response(status: int, reason: str, message: str) -> Any:
+    return aiohttp.web.json_response(
+        {
+            "apiVersion": "v1",
+            "kind": "Status",
+            "metadata": {},
+            "status": "Failure",
+            "code": status,
+            "reason": reason,
+            "message": message,
+        },
+        status=status,
+    )
+
+
 class StampingEmulator(kmock.KubernetesEmulator):
     """kmock plus what an API server fills in on create, and ``generation`` bumps on spec
-    changes (so observedGeneration can be tested)."""
+    changes (so observedGeneration can be tested).
+
+    Two refusals a real API server makes can be played too: ``rejections`` (a 422 on a field
+    value, a 403 in one namespace) and ``enforce`` (RBAC: operator requests outside these
+    permissions get 403 Forbidden, as their ServiceAccount's would).
+    """
+
+    rejections: list[Rejection]
+    enforce: set[rbac.Permission] | None = None
+
+    def refuse(self, request: Any) -> Any | None:
+        if str(request.headers.get("User-Agent", "")).startswith("kmock/"):
+            return None  # the test itself
+        for rejection in getattr(self, "rejections", []):
+            if (
+                request.method.value.upper() == rejection.method
+                and request.url.path.endswith(rejection.path_suffix)
+                and rejection.body_contains in json.dumps(request.data)
+            ):
+                return _status_response(rejection.status, rejection.reason, rejection.message)
+        permission = permission_of(request)
+        if (
+            self.enforce is not None
+            and permission is not None
+            and not rbac.allows(self.enforce, permission)
+        ):
+            ns, group, resource, verb, name = permission
+            where = f'in the namespace "{ns}"' if ns else "at the cluster scope"
+            return _status_response(
+                403,
+                "Forbidden",
+                f'{resource} "{name or ""}" is forbidden: User "system:serviceaccount:'
+                f'engram:engram-operator" cannot {verb} resource "{resource}" in API '
+                f'group "{group}" {where}',
+            )
+        return None
 
     async def _handle(self, request: Any) -> Any:
+        refused = self.refuse(request)
+        if refused is not None:
+            return refused
         if request.resource is not None and isinstance(request.data, dict):
             meta = request.data.setdefault("metadata", {})
             if request.action == enums.action.CREATE:
@@ -87,7 +158,12 @@ class StampingEmulator(kmock.KubernetesEmulator):
                     if key in self.objects and not self.objects[key].deleted:
                         current = self.objects[key].get("metadata", {}).get("generation", 1)
                         meta["generation"] = int(current) + 1
-        return await super()._handle(request)
+        try:
+            return await super()._handle(request)
+        except jsonpatch.JsonPatchTestFailed:
+            # kopf's finalizer patches test the resourceVersion; an API server answers a
+            # stale one with 422 (kopf retries next cycle), kmock with a 500.
+            return _status_response(422, "Invalid", "the object has been modified")
 
 
 def _path_of(
@@ -139,12 +215,20 @@ class Cluster:
         return list((result or {}).get("items") or [])
 
     def operator_requests(self) -> list[Any]:
-        """Requests made by the operator (kopf and our client), not by the test."""
+        """Requests made by the operator (kopf and our client), not by the test or the hook."""
         return [
             req
             for req in list(self.emulator)
             if not str(req.headers.get("User-Agent", "")).startswith("kmock/")
+            and req.headers.get("Authorization") != f"Bearer {HOOK_TOKEN}"
         ]
+
+    def hook_api(self) -> KubeApi:
+        """A client for the uninstall hook, told apart from the operator by its token."""
+        config = Configuration(host=self.url)
+        config.api_key = {"BearerToken": HOOK_TOKEN}
+        config.api_key_prefix = {"BearerToken": "Bearer"}
+        return KubeApi(config)
 
     async def watched(self, plurals: set[str], since: int = 0) -> bool:
         """Whether the operator has opened watch streams on all these resources, counting only
@@ -156,6 +240,25 @@ class Cluster:
             if req.action == enums.action.WATCH and req.resource is not None
         }
         return plurals <= seen
+
+    def reject(self, rejection: Rejection) -> None:
+        """From now on, refuse the operator's matching requests."""
+        self.emulator.__dict__.setdefault("rejections", []).append(rejection)
+
+    def clear_rejections(self) -> None:
+        self.emulator.__dict__["rejections"] = []
+
+    def enforce(self, granted: list[rbac.Grant] | None) -> None:
+        """Refuse (403) every operator request these grants do not allow; None stops."""
+        self.emulator.enforce = None if granted is None else rbac.permissions(granted)
+
+    def requests_by(self, token: str) -> list[Any]:
+        """The requests of the operator (or hook) started with this token."""
+        return [
+            req
+            for req in list(self.emulator)
+            if req.headers.get("Authorization") == f"Bearer {token}"
+        ]
 
     def used_permissions(self) -> set[rbac.Permission]:
         used = set()
@@ -179,7 +282,8 @@ async def events_about(cluster: Cluster, namespace: str, name: str) -> list[tupl
 
 
 def permission_of(req: Any) -> rbac.Permission | None:
-    """The RBAC (group, resource, verb) a request needs; None for discovery URLs."""
+    """The RBAC (namespace, group, resource, verb, name) a request needs; None for discovery
+    URLs. A create names no object (RBAC authorizes it before the object has a name)."""
     if req.resource is None or not req.resource.plural:
         return None
     resource = req.resource.plural + (f"/{req.subresource}" if req.subresource else "")
@@ -194,7 +298,8 @@ def permission_of(req: Any) -> rbac.Permission | None:
             enums.action.UPDATE: "patch",
             enums.action.DELETE: "delete",
         }[req.action]
-    return (req.resource.group or "", resource, verb)
+    name = None if verb in ("create", "list", "watch") else (req.name or None)
+    return (req.namespace or None, req.resource.group or "", resource, verb, name)
 
 
 async def eventually(
@@ -219,20 +324,29 @@ class RunningOperator:
     settings: OperatorSettings
     url: str
     liveness_endpoint: str | None = None
+    # Sent as its bearer token, so a test can tell two operators' requests apart.
+    token: str | None = None
     stop_flag: threading.Event = field(default_factory=threading.Event)
     ready_flag: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
     _thread: threading.Thread | None = None
 
     def _login(self, **_: Any) -> kopf.ConnectionInfo:
-        return kopf.ConnectionInfo(server=self.url, insecure=True)
+        return kopf.ConnectionInfo(server=self.url, insecure=True, token=self.token)
+
+    def _kube_config(self) -> Configuration:
+        config = Configuration(host=self.url)
+        if self.token:
+            config.api_key = {"BearerToken": self.token}
+            config.api_key_prefix = {"BearerToken": "Bearer"}
+        return config
 
     def _main(self) -> None:
         try:
             asyncio.run(
                 run(
                     self.settings,
-                    kube_config=Configuration(host=self.url),
+                    kube_config=self._kube_config(),
                     login=self._login,
                     stop_flag=self.stop_flag,
                     ready_flag=self.ready_flag,
@@ -279,6 +393,8 @@ def make_settings(**overrides: Any) -> OperatorSettings:
         "job_service_account": "engram-maintenance",
         "job_env_configmap": "engram-env",
         "job_env_secret": "engram-qdrant",
+        # The release namespace is always added; the tests' agents also live in these.
+        "namespaces": "team-a,team-b",
         # Long enough never to fire unless a test asks for drift repair.
         "resync_seconds": 3600.0,
     }

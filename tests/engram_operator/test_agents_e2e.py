@@ -20,6 +20,7 @@ from engram_operator.kube import CONFIGMAPS, ENGRAM_AGENTS, SECRETS
 from engram_operator.naming import LABEL_AGENT
 from tests.engram_operator.kopf_harness import (
     OPERATOR_NS,
+    RELEASE_REF,
     Cluster,
     StartOperator,
     events_about,
@@ -34,6 +35,8 @@ CM_NAME = "engram-permissions"
 
 def agent_body(name: str, **spec: Any) -> dict[str, Any]:
     spec.setdefault("identity", {"token": {"enabled": True}})
+    # Outside the release namespace a resource names its release.
+    spec.setdefault("release", RELEASE_REF)
     return {
         "apiVersion": "engram.dev/v1alpha1",
         "kind": "EngramAgent",

@@ -80,9 +80,11 @@ def test_token_secret_is_owned_by_its_agent_and_holds_the_token_in_base64() -> N
             "name": "writer",
             "uid": "uid-agent",
             "controller": True,
-            "blockOwnerDeletion": True,
         }
     ]
+    # blockOwnerDeletion would need `update` on engramagents/finalizers under the
+    # OwnerReferencesPermissionEnforcement admission plugin (OpenShift's default).
+    assert "blockOwnerDeletion" not in secret["metadata"]["ownerReferences"][0]
     assert secret["metadata"]["labels"]["engram.dev/agent"] == "writer"
     assert base64.b64decode(secret["data"]["token"]).decode() == "t0ken-" * 8
     assert decode_token(secret) == "t0ken-" * 8
@@ -283,6 +285,8 @@ def test_cronjob_is_owned_and_labelled_down_to_its_pods() -> None:
         "app.kubernetes.io/managed-by": "engram-operator",
         "app.kubernetes.io/part-of": "engram",
         "app.kubernetes.io/component": "maintenance",
+        # The release: Qdrant's NetworkPolicy and the Job watch select on it.
+        "app.kubernetes.io/instance": "engram",
         "engram.dev/maintenance": "nightly",
         "engram.dev/task": "weekly",
     }

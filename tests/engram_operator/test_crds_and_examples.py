@@ -184,10 +184,10 @@ def test_crds_are_valid_apiextensions_objects(kind: str) -> None:
 @pytest.mark.parametrize(
     ("kind", "columns", "short"),
     [
-        ("EngramAgent", ["Agent", "Writes", "Ready", "Age"], "eagent"),
+        ("EngramAgent", ["Agent", "Release", "Writes", "Ready", "Age"], "eagent"),
         (
             "EngramMaintenance",
-            ["Task", "Schedule", "Last Run", "Result", "Merged", "Archived", "Age"],
+            ["Task", "Release", "Schedule", "Last Run", "Result", "Merged", "Archived", "Age"],
             "emaint",
         ),
     ],

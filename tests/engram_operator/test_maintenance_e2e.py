@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from engram_contract.report import MaintenanceSummary, RunResult, Task
-from engram_operator.builders import Owner
 from engram_operator.kube import CRONJOBS, ENGRAM_MAINTENANCES, JOBS, SECRETS
 from tests.engram_operator.kopf_harness import (
     IMAGE,
     OPERATOR_NS,
+    RELEASE_REF,
     Cluster,
     StartOperator,
     events_about,
@@ -26,6 +26,8 @@ NS = OPERATOR_NS
 
 
 def maintenance_body(name: str, **spec: Any) -> dict[str, Any]:
+    # Outside the release namespace a resource names its release.
+    spec.setdefault("release", RELEASE_REF)
     return {
         "apiVersion": "engram.dev/v1alpha1",
         "kind": "EngramMaintenance",
@@ -428,7 +430,6 @@ async def test_deleting_a_maintenance_leaves_its_cronjob_to_garbage_collection(
             "name": "engram-daily",
             "uid": created["metadata"]["uid"],
             "controller": True,
-            "blockOwnerDeletion": True,
         }
     ]
     assert await cluster.list_objects(JOBS, NS) == []
@@ -584,38 +585,3 @@ async def test_the_job_namespace_setting_moves_where_maintenance_may_run(
     )
     assert "must be in namespace team-a" in ready(obj)["message"]
     assert await cluster.get(CRONJOBS, NS, "engram-daily") is None
-
-
-async def test_an_old_cronjob_outside_the_job_namespace_is_suspended(
-    cluster: Cluster, start_operator: StartOperator
-) -> None:
-    # Made by an operator that ran before the namespace rule.
-    other = "team-a"
-    created = await cluster.create(
-        ENGRAM_MAINTENANCES,
-        other,
-        maintenance_body("engram-daily", task="daily", schedule="0 3 * * *"),
-    )
-    owner = Owner.from_body(created)
-    await cluster.create(
-        CRONJOBS,
-        other,
-        {
-            "metadata": {"name": "engram-daily", "ownerReferences": [owner.reference()]},
-            "spec": {"schedule": "0 3 * * *", "suspend": False, "jobTemplate": {}},
-        },
-    )
-    await start_operator()
-
-    async def suspended() -> dict[str, Any] | None:
-        cronjob = await cluster.get(CRONJOBS, other, "engram-daily")
-        return cronjob if cronjob["spec"]["suspend"] is True else None
-
-    cronjob = await eventually(suspended, what="the old CronJob suspended")
-    assert cronjob["spec"]["schedule"] == "0 3 * * *"
-
-    async def refused() -> dict[str, Any] | None:
-        obj = await cluster.get(ENGRAM_MAINTENANCES, other, "engram-daily")
-        return obj if ready(obj).get("reason") == "WrongNamespace" else None
-
-    await eventually(refused, what="WrongNamespace")

@@ -38,7 +38,8 @@ def test_settings_come_from_prefixed_environment_variables(clean_env: pytest.Mon
     clean_env.setenv("ENGRAM_OPERATOR_RESYNC_SECONDS", "60")
     settings = OperatorSettings()  # type: ignore[call-arg]
     assert settings.image == "registry.example/engram:2"
-    assert settings.namespaces == ["team-a", "team-b"]
+    # The release namespace (the ConfigMap's) is always watched.
+    assert settings.namespaces == ["engram", "team-a", "team-b"]
     assert not settings.clusterwide
     assert settings.backup_pvc == "engram-backups"
     assert settings.resync_seconds == 60
@@ -51,7 +52,11 @@ def test_the_configmap_namespace_falls_back_to_the_pods_own(clean_env: pytest.Mo
     clean_env.setenv("POD_NAMESPACE", "engram-system")
     settings = OperatorSettings()  # type: ignore[call-arg]
     assert settings.configmap_namespace == "engram-system"
-    assert settings.clusterwide
+    # Least privilege by default: the release namespace only; every namespace only if asked.
+    assert settings.namespaces == ["engram-system"]
+    assert not settings.clusterwide
+    clean_env.setenv("ENGRAM_OPERATOR_WATCH_ALL", "true")
+    assert OperatorSettings().clusterwide  # type: ignore[call-arg]
     clean_env.setenv("ENGRAM_OPERATOR_CONFIGMAP_NAMESPACE", "elsewhere")
     assert OperatorSettings().configmap_namespace == "elsewhere"  # type: ignore[call-arg]
 
@@ -132,7 +137,7 @@ def test_main_names_each_bad_setting_by_its_variable(
 ) -> None:
     clean_env.setenv("ENGRAM_OPERATOR_NAMESPACES", "team-a,team-*")
     clean_env.setenv("ENGRAM_OPERATOR_JOB_SECRET_ENV", "ENGRAM_LLM__PRIMARY__API_KEY=llm")
-    assert main() == 2
+    assert main([]) == 2
     err = capsys.readouterr().err
     assert "ENGRAM_OPERATOR_IMAGE): Field required" in err
     assert "ENGRAM_OPERATOR_CONFIGMAP_NAMESPACE or POD_NAMESPACE): Field required" in err
@@ -174,6 +179,7 @@ async def test_the_entry_point_runs_from_a_kubeconfig_serves_healthz_and_stops_o
         "ENGRAM_OPERATOR_IMAGE": "registry.example/engram:1",
         "ENGRAM_OPERATOR_HEALTH_HOST": "127.0.0.1",
         "ENGRAM_OPERATOR_HEALTH_PORT": str(port),
+        "ENGRAM_OPERATOR_NAMESPACES": "team-a",
     }
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -195,7 +201,11 @@ async def test_the_entry_point_runs_from_a_kubeconfig_serves_healthz_and_stops_o
             "team-a",
             {
                 "metadata": {"name": "main"},
-                "spec": {"read": ["global"], "identity": {"token": {"enabled": True}}},
+                "spec": {
+                    "read": ["global"],
+                    "identity": {"token": {"enabled": True}},
+                    "release": "engram/engram",
+                },
             },
         )
 

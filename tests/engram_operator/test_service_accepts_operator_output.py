@@ -38,6 +38,7 @@ async def test_a_token_from_the_operators_secret_works_with_the_operators_config
                 "operations": ["add", "search"],
                 "maxTrust": "medium",
                 "identity": {"token": {"enabled": True}},
+                "release": "engram/engram",
             },
         },
     )

@@ -104,20 +104,26 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{/* Images. */}}
-{{- define "engram.image" -}}
-{{- if .Values.image.digest -}}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{/*
+Images: "repository:tag", or "repository:tag@digest" when a digest is set: the digest pins what
+runs, the tag says what it is (the kubelet pulls by digest and ignores the tag).
+*/}}
+{{- define "engram.imageRef" -}}
+{{- if .digest -}}
+{{- printf "%s:%s@%s" .repository .tag .digest -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- printf "%s:%s" .repository .tag -}}
 {{- end -}}
 {{- end -}}
 
-{{- define "engram.qdrantImage" -}}
-{{- if .Values.qdrant.image.digest -}}
-{{- printf "%s@%s" .Values.qdrant.image.repository .Values.qdrant.image.digest -}}
-{{- else -}}
-{{- printf "%s:%s" .Values.qdrant.image.repository .Values.qdrant.image.tag -}}
+{{- define "engram.image" -}}
+{{- $i := .Values.image -}}
+{{- include "engram.imageRef" (dict "repository" $i.repository "tag" (default .Chart.AppVersion $i.tag) "digest" $i.digest) -}}
 {{- end -}}
+
+{{- define "engram.qdrantImage" -}}
+{{- $i := .Values.qdrant.image -}}
+{{- include "engram.imageRef" (dict "repository" $i.repository "tag" $i.tag "digest" $i.digest) -}}
 {{- end -}}
 
 {{/*
@@ -176,6 +182,32 @@ seccompProfile:
 {{- if and (not .Values.qdrant.enabled) (not .Values.qdrant.external.url) -}}
 {{- fail "qdrant.external.url is required when qdrant.enabled is false" -}}
 {{- end -}}
+{{- range .Values.extraEnv -}}
+{{- if regexMatch "(?i)(API_?KEY|TOKEN|PASSWORD|PASSWD|SECRET|CREDENTIAL|PRIVATE_?KEY)" .name -}}
+{{- fail (printf "extraEnv[%s]: names like *API_KEY*, *TOKEN*, *PASSWORD*, *SECRET* are refused: extraEnv lands in a ConfigMap in plain text. Put the value in a Secret and reference it: embeddings.primary.apiKeySecret, embeddings.fallback.apiKeySecret, llm.apiKeySecret, qdrant.apiKey.existingSecret (or qdrant.external.existingSecret)" .name) -}}
+{{- end -}}
+{{- end -}}
+{{- if .Values.qdrant.enabled -}}
+{{- $s := .Values.qdrant.snapshots -}}
+{{- $room := include "engram.mebibytes" $s.size | float64 -}}
+{{- $one := include "engram.mebibytes" .Values.qdrant.persistence.size | float64 -}}
+{{- $need := mulf (add1 (int $s.keepOnServer)) $one -}}
+{{- if lt $room $need -}}
+{{- fail (printf "qdrant.snapshots.size (%s) is too small: during a backup Qdrant holds qdrant.snapshots.keepOnServer (%d) older snapshots plus the new one, each up to the data volume (qdrant.persistence.size %s); it needs at least %.0fMi, or the kubelet evicts Qdrant. Raise qdrant.snapshots.size or lower keepOnServer (0 streams each snapshot to the backup volume and deletes it from Qdrant)" (toString $s.size) (int $s.keepOnServer) (toString .Values.qdrant.persistence.size) $need) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A storage quantity (schema "quantity": Ki/Mi/Gi/Ti/Pi/Ei, k/M/G/T/P/E or bytes) in MiB, for the
+size checks above (Helm has no quantity arithmetic).
+*/}}
+{{- define "engram.mebibytes" -}}
+{{- $q := toString . -}}
+{{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" $q -}}
+{{- $unit := trimPrefix $num $q -}}
+{{- $per := dict "" 0.00000095367431640625 "m" 0.00000000095367431640625 "Ki" 0.0009765625 "Mi" 1.0 "Gi" 1024.0 "Ti" 1048576.0 "Pi" 1073741824.0 "Ei" 1099511627776.0 "k" 0.00095367431640625 "M" 0.95367431640625 "G" 953.67431640625 "T" 953674.31640625 "P" 953674316.40625 "E" 953674316406.25 -}}
+{{- mulf (float64 $num) (index $per $unit) -}}
 {{- end -}}
 
 {{/*
@@ -193,4 +225,54 @@ kubernetes
 {{- else -}}
 kubernetes-unbound
 {{- end -}}
+{{- end -}}
+
+{{/*
+Namespaces the operator watches, as a sorted JSON list: the release namespace and
+operator.watchNamespaces (without repeats).
+*/}}
+{{- define "engram.watchNamespaces" -}}
+{{- $out := list .Release.Namespace -}}
+{{- range .Values.operator.watchNamespaces -}}
+{{- if not (has . $out) -}}
+{{- $out = append $out . -}}
+{{- end -}}
+{{- end -}}
+{{- toJson (sortAlpha $out) -}}
+{{- end -}}
+
+{{/*
+Name of a cluster-scoped object: "<namespace>:<fullname>-<suffix>". Namespaces cannot contain
+":", so releases with one name in two namespaces never collide.
+*/}}
+{{- define "engram.clusterScopedName" -}}
+{{- printf "%s:%s-%s" .ctx.Release.Namespace (include "engram.fullname" .ctx) .suffix -}}
+{{- end -}}
+
+{{/* How the chart's own custom resources name their release (spec.release). */}}
+{{- define "engram.releaseRef" -}}
+{{- printf "%s/%s" .Release.Namespace .Release.Name -}}
+{{- end -}}
+
+{{/* The operator's rules in every watched namespace (engram_operator.rbac.WATCHED_RULES). */}}
+{{- define "engram.operatorWatchedRules" -}}
+- apiGroups: [engram.dev]
+  resources: [engramagents, engrammaintenances]
+  verbs: [list, watch, patch]
+- apiGroups: [engram.dev]
+  resources: [engramagents/status, engrammaintenances/status]
+  verbs: [patch]
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, create, patch, delete]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+{{- end -}}
+
+{{/* The uninstall hook's rules (engram_operator.rbac.UNINSTALL_RULES). */}}
+{{- define "engram.uninstallRules" -}}
+- apiGroups: [engram.dev]
+  resources: [engramagents, engrammaintenances]
+  verbs: [list, delete, patch]
 {{- end -}}

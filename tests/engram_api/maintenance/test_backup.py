@@ -157,6 +157,25 @@ async def qdrant() -> AsyncIterator[tuple[FakeQdrantSnapshots, AsyncQdrantClient
         await client.close()
 
 
+async def test_server_keep_0_streams_each_snapshot_out_and_deletes_it_from_qdrant(
+    qdrant: tuple[FakeQdrantSnapshots, AsyncQdrantClient, SnapshotServer], tmp_path: Path
+) -> None:
+    fake, client, server = qdrant
+    made = [
+        await snapshot_backup(
+            client, server, "memories", tmp_path, keep=2, created_at=f"t{i}", server_keep=0
+        )
+        for i in range(3)
+    ]
+    # Qdrant holds no snapshot between backups; the backup volume keeps the newest two.
+    assert fake.snaps["memories"] == []
+    assert made[2].pruned_server == [made[2].name]
+    assert verify_local(made[2].path)["sha256"] == made[2].sha256
+    assert sorted(p.name for p in (tmp_path / "memories").glob("*.snapshot")) == sorted(
+        [made[1].name, made[2].name]
+    )
+
+
 async def test_server_snapshots_are_downloaded_verified_and_pruned_on_both_sides(
     qdrant: tuple[FakeQdrantSnapshots, AsyncQdrantClient, SnapshotServer], tmp_path: Path
 ) -> None:
