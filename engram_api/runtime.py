@@ -117,19 +117,61 @@ def queued_body_to_write(service: MemoryService, body: dict[str, Any]) -> Prepar
     )
 
 
-async def check_embedding_model(store: MemoryStore, embedder: Embedder, allowed: set[str]) -> None:
-    """A collection built by another model cannot be searched with this one."""
+async def recorded_model(store: MemoryStore) -> str:
+    """The embedding model recorded in the collection ("" when it is empty)."""
     from engram_api.store.base import Match
 
     points, _ = await store.scroll(Match(archived=None), limit=1)
-    if points:
-        stored = str(points[0].payload.get("embedding_model", ""))
-        if stored and stored not in allowed:
-            raise SchemaMismatch(
-                f"the collection was embedded with '{stored}' but the configured embedder is "
-                f"'{embedder.model_id}'; run `engram reembed --to {embedder.model_id}` to rebuild "
-                f"it, or configure '{stored}' again"
-            )
+    return str(points[0].payload.get("embedding_model", "")) if points else ""
+
+
+async def adopt_recorded_local_model(
+    store: MemoryStore, emb: Embedder, settings: EngramSettings
+) -> Embedder:
+    """The embedder to serve an opened collection with when the local model is left to default.
+
+    The default local model changed (MiniLM, English only -> multilingual-e5-small): a new
+    collection gets the new one, but a collection recorded with another local model keeps being
+    served by that model, so existing data dirs keep working with no step; `engram reembed`
+    moves them. A model named in the settings is never replaced.
+    """
+    from engram_api.embeddings.factory import local_model
+
+    primary = settings.embeddings.primary
+    if primary.provider != "local" or primary.model or settings.embeddings.fallback is not None:
+        return emb
+    stored = await recorded_model(store)
+    if not stored.startswith("local/") or stored == emb.model_id:
+        return emb
+    try:
+        local_model(stored)
+    except EmbeddingConfigError:
+        return emb  # not a local model we ship: the model check explains it
+    pinned = settings.embeddings.model_copy(
+        update={"primary": primary.model_copy(update={"model": stored})}
+    )
+    log.info(
+        "collection was embedded with %s: serving it with that model "
+        "(run `engram reembed --to %s` to move it to the default)",
+        stored,
+        emb.model_id,
+    )
+    replacement = await asyncio.to_thread(
+        build_embedder, settings.model_copy(update={"embeddings": pinned})
+    )
+    await emb.aclose()
+    return replacement
+
+
+async def check_embedding_model(store: MemoryStore, embedder: Embedder, allowed: set[str]) -> None:
+    """A collection built by another model cannot be searched with this one."""
+    stored = await recorded_model(store)
+    if stored and stored not in allowed:
+        raise SchemaMismatch(
+            f"the collection was embedded with '{stored}' but the configured embedder is "
+            f"'{embedder.model_id}'; run `engram reembed --to {embedder.model_id}` to rebuild "
+            f"it, or configure '{stored}' again"
+        )
 
 
 @contextlib.asynccontextmanager
@@ -147,12 +189,13 @@ async def open_engine(
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(lock.release)
         emb = embedder or build_embedder(settings)
-        stack.push_async_callback(emb.aclose)
         store = build_store(settings, background=background)
         stack.push_async_callback(store.close)
         reopen: asyncio.Task[None] | None = None
         try:
-            await open_store(store, emb)
+            emb = await open_store(
+                store, emb, settings=settings if embedder is None else None, closer=stack
+            )
         except StoreError as exc:
             if settings.store.mode != "server":
                 raise StartupError(f"store: {exc}") from None
@@ -184,13 +227,30 @@ async def open_engine(
                     await reopen
 
 
-async def open_store(store: MemoryStore, emb: Embedder) -> None:
-    """Open the store and check it was built for this embedder (StartupError if not)."""
+async def open_store(
+    store: MemoryStore,
+    emb: Embedder,
+    *,
+    settings: EngramSettings | None = None,
+    closer: contextlib.AsyncExitStack | None = None,
+) -> Embedder:
+    """Open the store and check it was built for this embedder (StartupError if not).
+
+    With ``settings``, a default local model gives way to the local model recorded in the
+    collection (see :func:`adopt_recorded_local_model`); the embedder that serves is returned,
+    and registered on ``closer`` when given (also when opening fails).
+    """
     try:
         await store.open(emb.dimension)
+        if settings is not None:
+            emb = await adopt_recorded_local_model(store, emb, settings)
         await check_embedding_model(store, emb, set(getattr(emb, "model_ids", [emb.model_id])))
     except SchemaMismatch as exc:
         raise StartupError(str(exc)) from None
+    finally:
+        if closer is not None:
+            closer.push_async_callback(emb.aclose)
+    return emb
 
 
 async def _reopen_until_ready(store: MemoryStore, emb: Embedder) -> None:

@@ -75,7 +75,9 @@ def default_tokenizer_path() -> Path:
     return _packaged_file(_TOKENIZER_DIST, _TOKENIZER_FILE, "embeddings.primary.tokenizer_path")
 
 
-def _read_verified(path: Path, expected: str, what: str, setting: str) -> bytes:
+def _read_verified(
+    path: Path, expected: str, what: str, setting: str, model: str = MODEL_ID
+) -> bytes:
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -87,8 +89,8 @@ def _read_verified(path: Path, expected: str, what: str, setting: str) -> bytes:
     if digest != expected:
         raise EmbeddingConfigError(
             f"local embedder {what} {path} has sha256 {digest}, expected {expected}: it is not "
-            f"the pinned all-MiniLM-L6-v2 int8 file; refusing to load it (set {setting} to the "
-            "right file or reinstall engram)"
+            f"the pinned {model} file; refusing to load it (set {setting} to the right file or "
+            "reinstall engram)"
         )
     return data
 

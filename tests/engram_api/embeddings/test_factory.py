@@ -11,13 +11,28 @@ from engram_api.settings import load_settings
 from tests.fakes.openai_api import FakeOpenAI
 
 
-async def test_the_default_is_the_local_model_with_no_fallback() -> None:
+async def test_the_default_is_the_local_multilingual_model_with_no_fallback() -> None:
     chain = build_embedder(EmbeddingSettings())
-    assert chain.model_id == "local/all-MiniLM-L6-v2-int8"
-    assert chain.model_ids == ["local/all-MiniLM-L6-v2-int8"]
+    assert chain.model_id == "local/multilingual-e5-small-q4"
+    assert chain.model_ids == ["local/multilingual-e5-small-q4"]
     assert chain.dimension == 384
     assert (await chain.embed_query("hello")).shape == (384,)
     await chain.aclose()
+
+
+@pytest.mark.parametrize("name", ["all-MiniLM-L6-v2-int8", "local/all-MiniLM-L6-v2-int8"])
+async def test_the_previous_english_default_is_still_built_when_named(name: str) -> None:
+    chain = build_embedder(EmbeddingSettings(primary=ProviderSettings(model=name)))
+    assert chain.model_id == "local/all-MiniLM-L6-v2-int8"
+    await chain.aclose()
+
+
+def test_an_unknown_local_model_is_refused_naming_the_field_and_the_choices() -> None:
+    with pytest.raises(EmbeddingConfigError) as err:
+        build_embedder(EmbeddingSettings(primary=ProviderSettings(model="bge-m3")))
+    assert "embeddings.primary" in str(err.value)
+    assert "multilingual-e5-small-q4" in str(err.value)
+    assert "all-MiniLM-L6-v2-int8" in str(err.value)
 
 
 async def test_the_hash_provider_takes_its_dimension_from_settings() -> None:
@@ -42,7 +57,7 @@ async def test_environment_variables_configure_a_remote_primary_with_a_local_fal
     assert settings.embeddings.resilience.attempts == 1
     assert fake_openai.api_key not in repr(settings)
     chain = build_embedder(settings.embeddings)
-    assert chain.model_ids == ["openai/text-embedding-3-small", "local/all-MiniLM-L6-v2-int8"]
+    assert chain.model_ids == ["openai/text-embedding-3-small", "local/multilingual-e5-small-q4"]
     vector, model = await chain.embed_query_with_model("hello")
     assert (model, vector.shape) == ("openai/text-embedding-3-small", (384,))
     assert fake_openai.bodies("/v1/embeddings")[0]["dimensions"] == 384
