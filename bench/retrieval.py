@@ -121,6 +121,9 @@ def load(path: Path, half: str = "all") -> tuple[Corpus, Corpus]:
     return obs, turns
 
 
+_VECTORS: dict[tuple[int, str], list[Any]] = {}
+
+
 async def evaluate(
     corpus: Corpus,
     embedder: Any,
@@ -132,7 +135,10 @@ async def evaluate(
 ) -> dict[str, dict[str, float]]:
     bm25 = bm25 or Bm25Encoder()
     t0 = time.perf_counter()
-    vectors = await embedder.embed_documents([d.text for d in corpus.docs])
+    key = (id(corpus), embedder.model_id)
+    if key not in _VECTORS:  # one embedding per corpus and model, whatever the fusions tried
+        _VECTORS[key] = await embedder.embed_documents([d.text for d in corpus.docs])
+    vectors = _VECTORS[key]
     embed_s = time.perf_counter() - t0
     store = EdgeStore(workdir / f"{corpus.name}-{uuid.uuid4().hex[:8]}")
     store.fusion = fusion or Fusion()

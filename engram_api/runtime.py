@@ -163,6 +163,31 @@ async def adopt_recorded_local_model(
     return replacement
 
 
+async def warn_if_sparse_vectors_predate_cjk(store: MemoryStore, sample: int = 256) -> bool:
+    """Log when memories in CJK were indexed by the old BM25 tokenisation (one token per
+    sentence): lexical search misses them until ``engram reembed`` rebuilds their vectors.
+    Dense search still finds them. Looks at the first ``sample`` memories only (cheap)."""
+    from engram_api.embeddings.bm25 import TOKENIZER, has_cjk
+    from engram_api.store.base import Match
+
+    points, _ = await store.scroll(Match(archived=None), limit=sample)
+    stale = [
+        p
+        for p in points
+        if p.payload.get("sparse_tokenizer") != TOKENIZER and has_cjk(str(p.payload.get("content")))
+    ]
+    if stale:
+        log.warning(
+            "%d of the first %d memories hold Chinese/Japanese/Korean text indexed before BM25 "
+            "tokenised CJK (%s): keyword search misses them until `engram reembed --to "
+            "local/multilingual-e5-small-q4` rebuilds their vectors, dense and sparse",
+            len(stale),
+            len(points),
+            TOKENIZER,
+        )
+    return bool(stale)
+
+
 async def check_embedding_model(store: MemoryStore, embedder: Embedder, allowed: set[str]) -> None:
     """A collection built by another model cannot be searched with this one."""
     stored = await recorded_model(store)
@@ -245,6 +270,8 @@ async def open_store(
         if settings is not None:
             emb = await adopt_recorded_local_model(store, emb, settings)
         await check_embedding_model(store, emb, set(getattr(emb, "model_ids", [emb.model_id])))
+        if settings is not None:
+            await warn_if_sparse_vectors_predate_cjk(store)
     except SchemaMismatch as exc:
         raise StartupError(str(exc)) from None
     finally:

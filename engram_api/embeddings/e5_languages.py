@@ -9,13 +9,22 @@ mean vector (a known fix for multilingual encoders) removes most of that pull: e
 is normalised again. English-only text is centred on the English mean and keeps its ranking
 among English texts. The means are those of the everyday sentences below, embedded at load as
 passages and as queries (the prefixes move vectors too). They were written for this purpose and
-share no topic with the benchmark corpus, which is not used to compute them.
+share no topic with the benchmark corpus, which is not used to compute them. Embedding them at
+every load took 0.5 s (17 s on this shared machine under load), so the four means ship as
+``e5_means.npy``, written by ``python -m engram_api.embeddings.e5_languages`` (fp32 arithmetic,
+the reference); a test recomputes them.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+MEANS_FILE: Final = Path(__file__).with_name("e5_means.npy")
 
 ZH: Final = (
     "今天的天气很好，适合出去散步。",
@@ -97,3 +106,22 @@ def cjk_share(text: str) -> float:
     cjk = len(_CJK_CHAR.findall(text)) / _CHARS_PER_WORD
     latin = len(_LATIN_WORD.findall(text))
     return cjk / (cjk + latin) if cjk + latin else 0.0
+
+
+def load_means(path: Path = MEANS_FILE) -> npt.NDArray[np.float32]:
+    """Query zh, query en, passage zh, passage en means, [4, 384]."""
+    means: npt.NDArray[np.float32] = np.load(path, allow_pickle=False).astype(np.float32)
+    if means.shape != (4, 384):
+        raise ValueError(f"{path}: language means of shape {means.shape}, expected (4, 384)")
+    return means
+
+
+def main() -> None:
+    from engram_api.embeddings.multilingual import MultilingualEmbedder
+
+    np.save(MEANS_FILE, MultilingualEmbedder.load_e5(compute="fp32", means=False).language_means())
+    print(f"wrote {MEANS_FILE}")
+
+
+if __name__ == "__main__":
+    main()

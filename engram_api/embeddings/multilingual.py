@@ -27,7 +27,7 @@ import onnxruntime as ort
 
 from engram_api.embeddings.base import EmbeddingConfigError
 from engram_api.embeddings.config import Compute
-from engram_api.embeddings.e5_languages import EN, ZH, cjk_share
+from engram_api.embeddings.e5_languages import EN, ZH, cjk_share, load_means
 from engram_api.embeddings.e5file import E5File, E5Tokenizer, ModelFileError, dequantize, parse
 from engram_api.embeddings.e5graph import build_graph
 from engram_api.embeddings.local import LocalEmbedder, _packaged_file, _read_verified, cpu_has_vnni
@@ -69,6 +69,7 @@ class MultilingualEmbedder(LocalEmbedder):
         batch_size: int,
         *,
         compute: Literal["int8", "fp32"],
+        means: bool = True,
     ) -> None:
         self._e5 = E5Tokenizer(f)
         super().__init__(session, self._e5.tokenizer, batch_size, compute=compute)
@@ -78,7 +79,7 @@ class MultilingualEmbedder(LocalEmbedder):
         self._ln_w, self._ln_b = f.floats("emb.ln.w"), f.floats("emb.ln.b")
         self._eps = np.float32(f.eps)
         self._pad = f.pad
-        self._centroids()
+        self._centroids(means)
 
     @classmethod
     def load_e5(
@@ -88,7 +89,9 @@ class MultilingualEmbedder(LocalEmbedder):
         batch_size: int = 0,
         threads: int = 0,
         compute: Compute = "auto",
+        means: bool = True,
     ) -> MultilingualEmbedder:
+        """``means=False``: no language centring (only to compute the means themselves)."""
         path = Path(model_path) if model_path else default_model_path()
         data = _read_verified(
             path, MODEL_SHA256, "model file", "embeddings.primary.model_path", MODEL_ID
@@ -107,7 +110,7 @@ class MultilingualEmbedder(LocalEmbedder):
         if threads:
             options.intra_op_num_threads = threads
         session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
-        return cls(session, f, batch_size or 8, compute="int8" if int8 else "fp32")
+        return cls(session, f, batch_size or 8, compute="int8" if int8 else "fp32", means=means)
 
     @property
     def model_id(self) -> str:
@@ -123,14 +126,22 @@ class MultilingualEmbedder(LocalEmbedder):
     def _embed_one(self, text: str) -> Floats:
         return self._run(self._e5.content_ids([QUERY + text]))
 
-    def _centroids(self) -> None:
-        """The language means (see :mod:`e5_languages`), as passages and as queries."""
-        self._means = {
-            prefix: (self._encode(self._e5.content_ids([prefix + t for t in ZH])).mean(axis=0),
-                     self._encode(self._e5.content_ids([prefix + t for t in EN])).mean(axis=0))
-            for prefix in (QUERY, PASSAGE)
-        }  # fmt: skip
+    def _centroids(self, centre: bool) -> None:
+        """The language means (see :mod:`e5_languages`), as queries and as passages."""
+        means = load_means() if centre else np.zeros((4, DIMENSION), dtype=np.float32)
+        self._means = {QUERY: (means[0], means[1]), PASSAGE: (means[2], means[3])}
         self._query_ids = self._e5.content_ids([QUERY])[0][:2]
+
+    def language_means(self) -> Floats:
+        """The means recomputed from :mod:`e5_languages` (what ``MEANS_FILE`` holds), uncentred:
+        query zh, query en, passage zh, passage en."""
+        return np.stack(
+            [
+                self._encode(self._e5.content_ids([prefix + t for t in texts])).mean(axis=0)
+                for prefix in (QUERY, PASSAGE)
+                for texts in (ZH, EN)
+            ]
+        ).astype(np.float32)
 
     def _run(self, token_ids: Sequence[list[int]]) -> Floats:
         """Embed tokenised texts (prefix + content ids): encode, then centre on the language."""

@@ -32,7 +32,7 @@ ANTONYM_PAIRS: Final = (
 )  # fmt: skip
 # Chinese numerals, so 三个副本 and 3 个副本 compare equal and 三 / 五 differ.
 NUMERALS: Final = {
-    "零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
+    "零": 0, "\u3007": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
     "八": 8, "九": 9, "十": 10, "百": 100, "千": 1000, "万": 10_000, "亿": 100_000_000,
 }  # fmt: skip
 # Function and question words: they carry no topic, and in a query (什么, 哪个, 怎么) they
@@ -51,11 +51,12 @@ STOPWORDS: Final = frozenset(
 )  # fmt: skip
 # What lexical search may cut out of a run of characters. Single characters that are also parts
 # of words (会 in 会议, 能 in 能力) stay; only particles that almost never are (的 aside: 目的).
-SEGMENT_STOPWORDS: Final = tuple(
-    sorted((w for w in STOPWORDS if len(w) > 1), key=len, reverse=True)
-) + ("的", "了", "吗", "呢", "吧", "啊", "呀", "嘛")
+SEGMENT_STOPWORDS: Final = (
+    *sorted((w for w in STOPWORDS if len(w) > 1), key=len, reverse=True),
+    *("的", "了", "吗", "呢", "吧", "啊", "呀", "嘛"),
+)
 _DIGITS: Final = re.compile(r"\d+(?:\.\d+)?")
-_ZH_NUMBER: Final = re.compile("[零〇一二两三四五六七八九十百千万亿]+")
+_ZH_NUMBER: Final = re.compile("[零\u3007一二两三四五六七八九十百千万亿]+")
 
 
 def zh_number(text: str) -> int | None:
