@@ -56,3 +56,28 @@ async def test_only_a_long_running_engine_builds_the_graph_and_only_when_enabled
                 0,
                 25,
             )
+
+
+def local_settings(tmp_path: Path, model: str = "") -> EngramSettings:
+    return EngramSettings(
+        data_dir=tmp_path / "data",
+        embeddings=EmbeddingSettings(primary=ProviderSettings(provider="local", model=model)),
+    )
+
+
+async def test_a_new_data_dir_gets_the_multilingual_default(tmp_path: Path) -> None:
+    async with open_engine(local_settings(tmp_path), background=False) as engine:
+        assert engine.embedder.model_id == "local/multilingual-e5-small-q4"
+
+
+async def test_a_data_dir_made_with_the_old_default_keeps_being_served_by_it(
+    tmp_path: Path,
+) -> None:
+    old = "local/all-MiniLM-L6-v2-int8"
+    async with open_engine(local_settings(tmp_path, old), background=False) as engine:
+        stored = await engine.service.add(agent="main", content="Tea, no sugar", scope="global")
+    # Reopened with the settings left to default: the recorded model serves, data intact.
+    async with open_engine(local_settings(tmp_path), background=False) as engine:
+        assert engine.embedder.model_id == old
+        found = await engine.service.search(agent="main", query="tea with no sugar")
+        assert [r["id"] for r in found["results"]] == [stored["id"]]
