@@ -110,6 +110,16 @@ def cpu_has_vnni(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     return False
 
 
+def cpu_session(graph: bytes, threads: int = 0) -> ort.InferenceSession:
+    """An onnxruntime CPU session, fully optimised; ``threads`` 0 = one per physical core."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    if threads:
+        options.intra_op_num_threads = threads
+    return ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+
+
 def check_int8_graph(graph: bytes) -> bytes:
     """``graph`` if it is the pinned int8 rewrite; the vectors depend on every byte of it."""
     digest = hashlib.sha256(graph).hexdigest()
@@ -173,14 +183,8 @@ class LocalEmbedder:
         # ourselves and keep the model's 256-token window.
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        if threads:
-            options.intra_op_num_threads = threads
         int8 = compute == "int8" or (compute == "auto" and cpu_has_vnni())
-        graph = _int8_graph(model) if int8 else model
-        session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+        session = cpu_session(_int8_graph(model) if int8 else model, threads)
         return cls(
             session, tokenizer, batch_size or DEFAULT_BATCH, compute="int8" if int8 else "fp32"
         )

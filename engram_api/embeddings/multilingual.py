@@ -30,7 +30,13 @@ from engram_api.embeddings.config import Compute
 from engram_api.embeddings.e5_languages import EN, ZH, cjk_share, load_means
 from engram_api.embeddings.e5file import E5File, E5Tokenizer, ModelFileError, dequantize, parse
 from engram_api.embeddings.e5graph import build_graph
-from engram_api.embeddings.local import LocalEmbedder, _packaged_file, _read_verified, cpu_has_vnni
+from engram_api.embeddings.local import (
+    LocalEmbedder,
+    _packaged_file,
+    _read_verified,
+    cpu_has_vnni,
+    cpu_session,
+)
 
 MODEL_ID: Final = "local/multilingual-e5-small-q4"
 DIMENSION: Final = 384
@@ -104,12 +110,7 @@ class MultilingualEmbedder(LocalEmbedder):
         graph = build_graph(f, "int8" if int8 else "fp32")
         if int8:
             check_int8_graph(graph)
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        if threads:
-            options.intra_op_num_threads = threads
-        session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+        session = cpu_session(graph, threads)
         return cls(session, f, batch_size or 8, compute="int8" if int8 else "fp32", means=means)
 
     @property
