@@ -24,7 +24,7 @@ from engram_api.memory.queue import DurableQueue
 from engram_api.memory.reembed import resolve_embedded
 from engram_api.memory.service import MemoryService, PreparedWrite
 from engram_api.settings import EngramSettings, SettingsError
-from engram_api.store.base import MemoryStore, SchemaMismatch, StoreError
+from engram_api.store.base import MemoryStore, SchemaMismatch, StoreError, fusion_for
 from engram_api.store.edge import EdgeStore
 from engram_contract.permissions import (
     PermissionConfig,
@@ -272,6 +272,8 @@ async def open_store(
         await check_embedding_model(store, emb, set(getattr(emb, "model_ids", [emb.model_id])))
         if settings is not None:
             await warn_if_sparse_vectors_predate_cjk(store)
+        if hasattr(store, "fusion"):
+            store.fusion = fusion_for(emb.model_id)
     except SchemaMismatch as exc:
         raise StartupError(str(exc)) from None
     finally:

@@ -59,6 +59,18 @@ class Fusion:
         return f"rrf:{self.k}" + ("" if self.dense_weight == 1.0 else f":{self.dense_weight:g}")
 
 
+# Hybrid fusion per embedding model, chosen on corpora not tuned on (docs/benchmarks.md,
+# "Multilingual default"): with multilingual-e5-small, DBSF beat RRF k=5 on LoCoMo's held-out
+# half (R@10 0.773 / 0.631 against 0.762 / 0.623) and on the bilingual corpus (top-1 en 0.520
+# against 0.467, mixed 0.873 against 0.745, zh equal); with MiniLM, RRF k=5 stays ahead (0.784 /
+# 0.628 against DBSF's 0.774 / 0.621).
+FUSION_BY_MODEL: Final = {"local/multilingual-e5-small-q4": Fusion("dbsf")}
+
+
+def fusion_for(model_id: str) -> Fusion:
+    return FUSION_BY_MODEL.get(model_id, Fusion())
+
+
 def prefetch_depth(limit: int) -> int:
     """How many candidates each of the dense and the BM25 lists brings to the fusion."""
     # LoCoMo R@10 at limit 10 (observations / turns): 0.782 / 0.655 with 5x (min 50), 0.781 /

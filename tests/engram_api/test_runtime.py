@@ -68,6 +68,7 @@ def local_settings(tmp_path: Path, model: str = "") -> EngramSettings:
 async def test_a_new_data_dir_gets_the_multilingual_default(tmp_path: Path) -> None:
     async with open_engine(local_settings(tmp_path), background=False) as engine:
         assert engine.embedder.model_id == "local/multilingual-e5-small-q4"
+        assert str(getattr(engine.store, "fusion", "")) == "dbsf"  # chosen for this model
 
 
 async def test_a_data_dir_made_with_the_old_default_keeps_being_served_by_it(
@@ -79,5 +80,6 @@ async def test_a_data_dir_made_with_the_old_default_keeps_being_served_by_it(
     # Reopened with the settings left to default: the recorded model serves, data intact.
     async with open_engine(local_settings(tmp_path), background=False) as engine:
         assert engine.embedder.model_id == old
+        assert str(getattr(engine.store, "fusion", "")) == "rrf:5"
         found = await engine.service.search(agent="main", query="tea with no sugar")
         assert [r["id"] for r in found["results"]] == [stored["id"]]
