@@ -1,12 +1,21 @@
-"""Retrieval quality on LoCoMo: recall@5/@10 and MRR for dense, sparse (BM25) and hybrid (RRF).
+"""Retrieval quality: the bilingual corpus (ours) and LoCoMo, per mode and fusion, per model.
 
-Each conversation is its own scope in one embedded store, and every question searches only its
-conversation's scope, exactly as the engine does. Two corpora: LoCoMo's one-sentence
-observations (closest to Engram memories) and the raw dialogue turns. Questions of
-categories 1-4. The data is read in place (CC BY-NC 4.0: never copied into this repo).
+- bilingual (bench/corpora/bilingual.yaml, written for Engram): 150 memories in Chinese,
+  English or both, across types and scopes, in one store; each query searches every scope.
+  Top-1 / top-5 accuracy per query language (zh, en, mixed) and mode (dense, sparse, hybrid).
+- LoCoMo: each conversation is its own scope in one embedded store, and every question
+  searches only its conversation's scope, exactly as the engine does. Two corpora: LoCoMo's
+  one-sentence observations (closest to Engram memories) and the raw dialogue turns, questions
+  of categories 1-4; R@5 / R@10 / MRR. ``--locomo-half`` picks conversations 1-5 ("first", where
+  fusion is tuned) or 6-10 ("second", the held-out half). The data is read in place (CC BY-NC
+  4.0: never copied into this repo).
 
-    .venv/bin/python bench/retrieval.py                       # default local embedder
-    .venv/bin/python bench/retrieval.py --embedder hash       # the test embedder, for contrast
+The old default (all-MiniLM-L6-v2-int8 with the v1 BM25 tokenisation) and the new one
+(multilingual-e5-small-q4 with CJK bigrams) are measured in one run:
+
+    .venv/bin/python bench/retrieval.py                          # both corpora, old and new
+    .venv/bin/python bench/retrieval.py --corpus bilingual --fusion rrf:5,rrf:60,dbsf
+    .venv/bin/python bench/retrieval.py --corpus locomo --locomo-half first --fusion rrf:2,rrf:5
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import tempfile
 import time
@@ -22,13 +32,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engram_api.embeddings.bm25 import Bm25Encoder
+import yaml
+
+from engram_api.embeddings.bm25 import TOKENIZER, Bm25Encoder
 from engram_api.embeddings.config import EmbeddingSettings, ProviderSettings
 from engram_api.embeddings.factory import build_embedder
-from engram_api.store.base import Match, PointWrite, SearchMode
+from engram_api.store.base import Fusion, Match, PointWrite, SearchMode
 from engram_api.store.edge import EdgeStore
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.json"
+# ../shared/data beside the repo (main checkout) or beside the worktrees' parent.
+DATA = next(
+    (
+        p / "shared" / "data" / "locomo10.json"
+        for p in Path(__file__).resolve().parents
+        if (p / "shared" / "data" / "locomo10.json").exists()
+    ),
+    Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10.json",
+)
+BILINGUAL = Path(__file__).resolve().parent / "corpora" / "bilingual.yaml"
+OLD = "local/all-MiniLM-L6-v2-int8"
+NEW = "local/multilingual-e5-small-q4"
 _ID = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
 MODES: tuple[SearchMode, ...] = ("dense", "sparse", "hybrid")
 
@@ -63,8 +86,10 @@ class Corpus:
     questions: list[Question] = field(default_factory=list)
 
 
-def load(path: Path) -> tuple[Corpus, Corpus]:
+def load(path: Path, half: str = "all") -> tuple[Corpus, Corpus]:
     convs = json.loads(path.read_text())
+    if half != "all":
+        convs = convs[: len(convs) // 2] if half == "first" else convs[len(convs) // 2 :]
     obs, turns = Corpus("observations"), Corpus("turns")
     for conv in convs:
         scope = f"group:{conv['sample_id']}"
@@ -96,12 +121,27 @@ def load(path: Path) -> tuple[Corpus, Corpus]:
     return obs, turns
 
 
-async def evaluate(corpus: Corpus, embedder: Any, workdir: Path) -> dict[str, dict[str, float]]:
-    bm25 = Bm25Encoder()
+_VECTORS: dict[tuple[int, str], list[Any]] = {}
+
+
+async def evaluate(
+    corpus: Corpus,
+    embedder: Any,
+    workdir: Path,
+    *,
+    bm25: Bm25Encoder | None = None,
+    fusion: Fusion | None = None,
+    modes: tuple[SearchMode, ...] = MODES,
+) -> dict[str, dict[str, float]]:
+    bm25 = bm25 or Bm25Encoder()
     t0 = time.perf_counter()
-    vectors = await embedder.embed_documents([d.text for d in corpus.docs])
+    key = (id(corpus), embedder.model_id)
+    if key not in _VECTORS:  # one embedding per corpus and model, whatever the fusions tried
+        _VECTORS[key] = await embedder.embed_documents([d.text for d in corpus.docs])
+    vectors = _VECTORS[key]
     embed_s = time.perf_counter() - t0
-    store = EdgeStore(workdir / corpus.name)
+    store = EdgeStore(workdir / f"{corpus.name}-{uuid.uuid4().hex[:8]}")
+    store.fusion = fusion or Fusion()
     await store.open(embedder.dimension)
     ids = [str(uuid.uuid4()) for _ in corpus.docs]
     by_id = {i: d for i, d in zip(ids, corpus.docs, strict=True)}
@@ -112,7 +152,7 @@ async def evaluate(corpus: Corpus, embedder: Any, workdir: Path) -> dict[str, di
     for k in range(0, len(pts), 256):
         await store.upsert(pts[k : k + 256])
     results: dict[str, dict[str, float]] = {}
-    for mode in MODES:
+    for mode in modes:
         r5 = r10 = mrr = 0.0
         t1 = time.perf_counter()
         for q in corpus.questions:
@@ -144,27 +184,157 @@ async def evaluate(corpus: Corpus, embedder: Any, workdir: Path) -> dict[str, di
     return results
 
 
+@dataclass
+class Memory:
+    id: str
+    content: str
+    scope: str
+    mem_type: str
+    queries: dict[str, str]  # language -> query
+
+
+def load_bilingual(path: Path = BILINGUAL) -> list[Memory]:
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))["memories"]
+    return [
+        Memory(
+            m["id"],
+            m["content"],
+            m["scope"],
+            m["type"],
+            {lang: m[lang] for lang in LANGS if lang in m},
+        )
+        for m in raw
+    ]
+
+
+LANGS = ("zh", "en", "mixed")
+
+
+async def evaluate_bilingual(
+    memories: list[Memory],
+    embedder: Any,
+    workdir: Path,
+    *,
+    bm25: Bm25Encoder,
+    fusions: list[Fusion],
+    modes: tuple[SearchMode, ...] = MODES,
+) -> dict[tuple[str, str], dict[str, float]]:
+    """(mode or hybrid fusion, language) -> top-1, top-5 and ms/query."""
+    vectors = await embedder.embed_documents([m.content for m in memories])
+    store = EdgeStore(workdir / f"bilingual-{uuid.uuid4().hex[:8]}")
+    await store.open(embedder.dimension)
+    await store.upsert(
+        [
+            PointWrite(
+                str(uuid.uuid5(uuid.NAMESPACE_URL, m.id)),
+                v,
+                bm25.document(m.content),
+                {"scope": m.scope, "archived": 0, "mem_type": m.mem_type},
+            )
+            for m, v in zip(memories, vectors, strict=True)
+        ]
+    )
+    by_point = {str(uuid.uuid5(uuid.NAMESPACE_URL, m.id)): m.id for m in memories}
+    everything = Match(scopes=frozenset(m.scope for m in memories))
+    queries = [(lang, m.id, q) for m in memories for lang, q in m.queries.items()]
+    dense = {q: await embedder.embed_query(q) for _, _, q in queries}
+    runs: list[tuple[str, SearchMode, Fusion]] = [
+        (str(f) if mode == "hybrid" and len(fusions) > 1 else mode, mode, f)
+        for mode in modes
+        for f in (fusions if mode == "hybrid" else fusions[:1])
+    ]
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for label, mode, fusion in runs:
+        store.fusion = fusion
+        for lang in LANGS:
+            top1 = top5 = 0
+            asked = [(gold, q) for lg, gold, q in queries if lg == lang]
+            t0 = time.perf_counter()
+            for gold, q in asked:
+                hits = await store.query(
+                    dense=dense[q] if mode != "sparse" else None,
+                    sparse=bm25.query(q),
+                    match=everything,
+                    limit=5,
+                    mode=mode,
+                )
+                ranked = [by_point[h.id] for h in hits]
+                top1 += bool(ranked) and ranked[0] == gold
+                top5 += gold in ranked
+            n = max(len(asked), 1)
+            out[(label, lang)] = {
+                "top1": top1 / n,
+                "top5": top5 / n,
+                "n": len(asked),
+                "ms": (time.perf_counter() - t0) / n * 1000,
+            }
+    await store.close()
+    return out
+
+
+def _embedder(model: str) -> Any:
+    provider, _, name = model.partition("/")
+    return build_embedder(
+        EmbeddingSettings(primary=ProviderSettings(provider=provider, model=name))  # type: ignore[arg-type]
+    )
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, default=DATA)
-    ap.add_argument("--embedder", default="local", choices=["local", "hash"])
+    ap.add_argument("--corpus", default="bilingual,locomo", help="bilingual and/or locomo")
+    ap.add_argument("--models", default=f"{OLD},{NEW}", help="comma-separated; or hash/")
+    ap.add_argument("--fusion", default="rrf:5", help="comma-separated rrf:K / dbsf for hybrid")
+    ap.add_argument("--locomo-half", default="all", choices=["all", "first", "second"])
+    ap.add_argument("--modes", default=",".join(MODES))
     args = ap.parse_args()
-    embedder = build_embedder(EmbeddingSettings(primary=ProviderSettings(provider=args.embedder)))
-    obs, turns = load(args.data)
-    print(f"embedder: {embedder.model_id}; data: {args.data}")
-    print("| corpus | mode | R@5 | R@10 | MRR@50 | ms/query |")
-    print("|---|---|---|---|---|---|")
+    fusions = [Fusion.parse(f) for f in args.fusion.split(",")]
+    modes = tuple(m for m in args.modes.split(",") if m in MODES)
+    corpora = set(args.corpus.split(","))
+    print(f"load average: {os.getloadavg()} (shared machine: timings are indicative)")
     with tempfile.TemporaryDirectory() as d:
-        for corpus in (obs, turns):
-            res = await evaluate(corpus, embedder, Path(d))
-            meta = res.pop("_")
-            for mode, r in res.items():
-                print(
-                    f"| {corpus.name} ({int(meta['docs'])} docs, {int(meta['questions'])} q) "
-                    f"| {mode} | {r['R@5']:.3f} | {r['R@10']:.3f} | {r['MRR']:.3f} "
-                    f"| {r['query_ms']:.1f} |"
+        for model in args.models.split(","):
+            embedder = _embedder(model)
+            # The old default ran BM25 without CJK segmentation; every other model with it.
+            bm25 = Bm25Encoder(cjk=embedder.model_id != OLD)
+            tok = "v1 (no CJK)" if embedder.model_id == OLD else TOKENIZER
+            if "bilingual" in corpora:
+                res = await evaluate_bilingual(
+                    load_bilingual(), embedder, Path(d), bm25=bm25, fusions=fusions, modes=modes
                 )
-    await embedder.aclose()
+                print(f"\n### bilingual: {embedder.model_id}, BM25 {tok}\n")
+                print(
+                    "| mode | zh top-1 | zh top-5 | en top-1 | en top-5 | mixed top-1 "
+                    "| mixed top-5 | ms/query |"
+                )
+                print("|---|---|---|---|---|---|---|---|")
+                for label in dict.fromkeys(k[0] for k in res):
+                    cells = " | ".join(
+                        f"{res[(label, lang)]['top1']:.3f} | {res[(label, lang)]['top5']:.3f}"
+                        for lang in LANGS
+                    )
+                    ms = sum(res[(label, lang)]["ms"] for lang in LANGS) / len(LANGS)
+                    print(f"| {label} | {cells} | {ms:.1f} |")
+            if "locomo" in corpora:
+                obs, turns = load(args.data, args.locomo_half)
+                print(f"\n### LoCoMo ({args.locomo_half}): {embedder.model_id}, BM25 {tok}\n")
+                print("| corpus | mode | R@5 | R@10 | MRR@50 | ms/query |")
+                print("|---|---|---|---|---|---|")
+                for corpus in (obs, turns):
+                    for i, fusion in enumerate(fusions):
+                        run_modes = modes if i == 0 else ("hybrid",)
+                        r = await evaluate(
+                            corpus, embedder, Path(d), bm25=bm25, fusion=fusion, modes=run_modes
+                        )
+                        meta = r.pop("_")
+                        for mode, v in r.items():
+                            label = f"hybrid {fusion}" if mode == "hybrid" else mode
+                            print(
+                                f"| {corpus.name} ({int(meta['docs'])} docs, "
+                                f"{int(meta['questions'])} q) | {label} | {v['R@5']:.3f} "
+                                f"| {v['R@10']:.3f} | {v['MRR']:.3f} | {v['query_ms']:.1f} |"
+                            )
+            await embedder.aclose()
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from engram_api.memory.queue import DurableQueue
 from engram_api.memory.reembed import repair_stray_vectors, resolve_embedded
 from engram_api.memory.service import MemoryService, PreparedWrite
 from engram_api.settings import EngramSettings, SettingsError
-from engram_api.store.base import MemoryStore, SchemaMismatch, StoreError
+from engram_api.store.base import MemoryStore, SchemaMismatch, StoreError, fusion_for
 from engram_api.store.edge import EdgeStore
 from engram_contract.permissions import (
     PermissionConfig,
@@ -144,6 +144,77 @@ async def check_collection(store: MemoryStore, emb: Embedder, collection: str) -
         raise StartupError(f"embeddings: {exc}") from None
 
 
+async def recorded_model(store: MemoryStore) -> str:
+    """The embedding model recorded in the collection ("" when it is empty)."""
+    from engram_api.store.base import Match
+
+    points, _ = await store.scroll(Match(archived=None), limit=1)
+    return str(points[0].payload.get("embedding_model", "")) if points else ""
+
+
+async def adopt_recorded_local_model(
+    store: MemoryStore, emb: Embedder, settings: EngramSettings
+) -> Embedder:
+    """The embedder to serve an opened collection with when the local model is left to default.
+
+    The default local model changed (MiniLM, English only -> multilingual-e5-small): a new
+    collection gets the new one, but a collection recorded with another local model keeps being
+    served by that model, so existing data dirs keep working with no step; `engram reembed`
+    moves them. A model named in the settings is never replaced.
+    """
+    from engram_api.embeddings.factory import local_model
+
+    primary = settings.embeddings.primary
+    if primary.provider != "local" or primary.model or settings.embeddings.fallback is not None:
+        return emb
+    stored = await recorded_model(store)
+    if not stored.startswith("local/") or stored == emb.model_id:
+        return emb
+    try:
+        local_model(stored)
+    except EmbeddingConfigError:
+        return emb  # not a local model we ship: the model check explains it
+    pinned = settings.embeddings.model_copy(
+        update={"primary": primary.model_copy(update={"model": stored})}
+    )
+    log.info(
+        "collection was embedded with %s: serving it with that model "
+        "(run `engram reembed --to %s` to move it to the default)",
+        stored,
+        emb.model_id,
+    )
+    replacement = await asyncio.to_thread(
+        build_embedder, settings.model_copy(update={"embeddings": pinned})
+    )
+    await emb.aclose()
+    return replacement
+
+
+async def warn_if_sparse_vectors_predate_cjk(store: MemoryStore, sample: int = 256) -> bool:
+    """Log when memories in CJK were indexed by the old BM25 tokenisation (one token per
+    sentence): lexical search misses them until ``engram reembed`` rebuilds their vectors.
+    Dense search still finds them. Looks at the first ``sample`` memories only (cheap)."""
+    from engram_api.embeddings.bm25 import TOKENIZER, has_cjk
+    from engram_api.store.base import Match
+
+    points, _ = await store.scroll(Match(archived=None), limit=sample)
+    stale = [
+        p
+        for p in points
+        if p.payload.get("sparse_tokenizer") != TOKENIZER and has_cjk(str(p.payload.get("content")))
+    ]
+    if stale:
+        log.warning(
+            "%d of the first %d memories hold Chinese/Japanese/Korean text indexed before BM25 "
+            "tokenised CJK (%s): keyword search misses them until `engram reembed --to "
+            "local/multilingual-e5-small-q4` rebuilds their vectors, dense and sparse",
+            len(stale),
+            len(points),
+            TOKENIZER,
+        )
+    return bool(stale)
+
+
 @contextlib.asynccontextmanager
 async def open_engine(
     settings: EngramSettings,
@@ -168,12 +239,17 @@ async def open_engine(
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(lock.release)
         emb = embedder or build_embedder(settings)
-        stack.push_async_callback(emb.aclose)
         store = build_store(settings, background=background)
         stack.push_async_callback(store.close)
         reopen: asyncio.Task[None] | None = None
         try:
-            await open_store(store, emb, settings.store.collection)
+            emb = await open_store(
+                store,
+                emb,
+                settings.store.collection,
+                settings=settings if embedder is None else None,
+                closer=stack,
+            )
         except StoreError as exc:
             if settings.store.mode != "server":
                 raise StartupError(f"store: {exc}") from None
@@ -216,15 +292,37 @@ async def open_engine(
                     await reopen
 
 
-async def open_store(store: MemoryStore, emb: Embedder, collection: str = "") -> None:
-    """Open the store and check it was built for this embedder (StartupError if not)."""
+async def open_store(
+    store: MemoryStore,
+    emb: Embedder,
+    collection: str = "",
+    *,
+    settings: EngramSettings | None = None,
+    closer: contextlib.AsyncExitStack | None = None,
+) -> Embedder:
+    """Open the store and check it was built for this embedder (StartupError if not).
+
+    With ``settings``, a default local model gives way to the local model recorded in the
+    collection (see :func:`adopt_recorded_local_model`); the embedder that serves is returned,
+    and registered on ``closer`` when given (also when opening fails).
+    """
     try:
         await store.open(emb.dimension)
+        if settings is not None:
+            emb = await adopt_recorded_local_model(store, emb, settings)
         notes = await check_collection(store, emb, collection or "memories")
+        if settings is not None:
+            await warn_if_sparse_vectors_predate_cjk(store)
+        if hasattr(store, "fusion"):
+            store.fusion = fusion_for(emb.model_id)
     except SchemaMismatch as exc:
         raise StartupError(str(exc)) from None
+    finally:
+        if closer is not None:
+            closer.push_async_callback(emb.aclose)
     for note in notes:
         log.warning("%s", note)
+    return emb
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:

@@ -155,7 +155,7 @@ def render_report(report: dict[str, Any]) -> str:
 
 
 def _finish(data: dict[str, Any], summary_line: str, args: argparse.Namespace) -> int:
-    print(json.dumps(data, indent=2) if args.json else render_report(data))
+    print(json.dumps(data, indent=2, ensure_ascii=False) if args.json else render_report(data))
     if data.get("result") == RunResult.skipped.value and data.get("message"):
         print(f"engram: {data['message']}", file=sys.stderr)
     if getattr(args, "summary_line", False):
@@ -196,7 +196,7 @@ def _maintenance(settings: EngramSettings, args: argparse.Namespace) -> int:
     if args.task == "reports":
         reports = latest_reports(settings.data_dir, max(1, args.limit))
         if args.json:
-            print(json.dumps(reports, indent=2))
+            print(json.dumps(reports, indent=2, ensure_ascii=False))
         else:
             print("\n".join(render_report(r) for r in reports) or "(no reports yet)")
         return 0
@@ -223,9 +223,9 @@ def _backup(settings: EngramSettings, args: argparse.Namespace) -> int:
 
 def _print(result: dict[str, Any], args: argparse.Namespace) -> int:
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(result, indent=2, ensure_ascii=False))
     else:
-        print("\n".join(f"{k}: {json.dumps(v)}" for k, v in result.items()))
+        print("\n".join(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in result.items()))
     return 0
 
 
@@ -290,7 +290,7 @@ def _calibrate(settings: EngramSettings, args: argparse.Namespace) -> int:
 
     result = asyncio.run(go())
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(result, indent=2, ensure_ascii=False))
         return 0
     rec = result["recommended"]
     print(f"model: {result['model_id']}")

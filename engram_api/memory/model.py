@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
 
+from engram_api.embeddings.bm25 import TOKENIZER as SPARSE_TOKENIZER
 from engram_contract.permissions import MemType, Trust
 from engram_contract.scopes import SCOPE_RULE, is_scope, scope_kind
 
@@ -136,6 +137,8 @@ class Memory:
             "content_hash": self.content_hash,
             "write_id": self.write_id,
             "embedding_model": self.embedding_model,
+            # Which tokenisation made the BM25 vector (CJK bigrams since bm25-en-cjk2).
+            "sparse_tokenizer": SPARSE_TOKENIZER,
             "schema_version": self.schema_version,
         }
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engram_api.embeddings.base import Embedder
+from engram_api.embeddings.bm25 import TOKENIZER as bm25_tokenizer
 from engram_api.embeddings.bm25 import Bm25Encoder
 from engram_api.store.base import Match, MemoryStore, PointWrite
 
@@ -82,7 +83,11 @@ async def copy_with_new_vectors(
                         p.id,
                         vec,
                         bm25.document(text),
-                        {**p.payload, "embedding_model": embedder.model_id},
+                        {
+                            **p.payload,
+                            "embedding_model": embedder.model_id,
+                            "sparse_tokenizer": bm25_tokenizer,
+                        },
                     )
                     for p, vec, text in zip(todo, vectors, texts, strict=True)
                 ]

@@ -22,6 +22,55 @@ SPARSE: Final = "bm25"
 RRF_K: Final = 5
 
 
+@dataclass(frozen=True)
+class Fusion:
+    """How hybrid search merges the dense and BM25 lists: RRF with constant ``k`` (the dense
+    list's ranks weighted ``dense_weight``, BM25's 1), or Qdrant's distribution-based score
+    fusion (``dbsf``: each list's scores normalised by their mean and 3 standard deviations,
+    then summed). Compared in bench/retrieval.py --fusion (docs/benchmarks.md)."""
+
+    kind: Literal["rrf", "dbsf"] = "rrf"
+    k: int = RRF_K
+    dense_weight: float = 1.0
+
+    @classmethod
+    def parse(cls, spec: str) -> Fusion:
+        """``rrf:K``, ``rrf:K:W`` (dense weight W) or ``dbsf``."""
+        if spec == "dbsf":
+            return cls("dbsf")
+        name, _, rest = spec.partition(":")
+        k, _, weight = rest.partition(":")
+        try:
+            fusion = cls("rrf", int(k), float(weight or 1.0))
+        except ValueError:
+            fusion = cls("rrf", 0)
+        if name != "rrf" or fusion.k < 1 or not 0 < fusion.dense_weight <= 100:
+            raise ValueError(f"fusion {spec!r}: use rrf:K, rrf:K:W (K >= 1, 0 < W <= 100) or dbsf")
+        return fusion
+
+    @property
+    def weights(self) -> list[float] | None:
+        """RRF weights of (dense, BM25); None when equal."""
+        return None if self.dense_weight == 1.0 else [self.dense_weight, 1.0]
+
+    def __str__(self) -> str:
+        if self.kind == "dbsf":
+            return "dbsf"
+        return f"rrf:{self.k}" + ("" if self.dense_weight == 1.0 else f":{self.dense_weight:g}")
+
+
+# Hybrid fusion per embedding model, chosen on corpora not tuned on (docs/benchmarks.md,
+# "Multilingual default"): with multilingual-e5-small, DBSF beat RRF k=5 on LoCoMo's held-out
+# half (R@10 0.773 / 0.631 against 0.762 / 0.623) and on the bilingual corpus (top-1 en 0.520
+# against 0.467, mixed 0.873 against 0.745, zh equal); with MiniLM, RRF k=5 stays ahead (0.784 /
+# 0.628 against DBSF's 0.774 / 0.621).
+FUSION_BY_MODEL: Final = {"local/multilingual-e5-small-q4": Fusion("dbsf")}
+
+
+def fusion_for(model_id: str) -> Fusion:
+    return FUSION_BY_MODEL.get(model_id, Fusion())
+
+
 def prefetch_depth(limit: int) -> int:
     """How many candidates each of the dense and the BM25 lists brings to the fusion."""
     # LoCoMo R@10 at limit 10 (observations / turns): 0.782 / 0.655 with 5x (min 50), 0.781 /

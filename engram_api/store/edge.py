@@ -40,10 +40,10 @@ from .base import (
     FLOAT_INDEXES,
     INTEGER_INDEXES,
     KEYWORD_INDEXES,
-    RRF_K,
     SPARSE,
     Cond,
     DenseVector,
+    Fusion,
     IndexStatus,
     Match,
     PointWrite,
@@ -158,6 +158,7 @@ class EdgeStore:
         for long-running processes, since a build outlives a CLI command)."""
         self._path = path
         self._exact = exact
+        self.fusion = Fusion()
         self._shard: qe.EdgeShard | None = None
         self._dimension: int | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-edge")
@@ -352,7 +353,11 @@ class EdgeStore:
                     qe.Prefetch(limit=fetch, query=dense_q, filter=flt, params=params),
                     qe.Prefetch(limit=fetch, query=sparse_q, filter=flt),
                 ],
-                query=qe.Fusion.Rrf(k=RRF_K),  # type: ignore[arg-type]  # stub omits nested Rrf
+                query=(
+                    qe.Fusion.Dbsf()  # type: ignore[arg-type]  # stub omits nested classes
+                    if self.fusion.kind == "dbsf"
+                    else qe.Fusion.Rrf(k=self.fusion.k, weights=self.fusion.weights)
+                ),
                 with_payload=True,
             )
         hits = await self._run(lambda: self.shard.query(req))

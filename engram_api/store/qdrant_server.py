@@ -18,10 +18,10 @@ from .base import (
     FLOAT_INDEXES,
     INTEGER_INDEXES,
     KEYWORD_INDEXES,
-    RRF_K,
     SPARSE,
     Cond,
     DenseVector,
+    Fusion,
     IndexStatus,
     Match,
     PointWrite,
@@ -94,6 +94,7 @@ class QdrantServerStore:
         timeout_s: float = 10.0,
     ) -> None:
         self._collection = collection
+        self.fusion = Fusion()
         if path is not None:
             self.kind = "local-client"
             self._client = AsyncQdrantClient(path=str(path))
@@ -236,7 +237,13 @@ class QdrantServerStore:
                         models.Prefetch(query=dense_q, using=DENSE, filter=flt, limit=fetch),
                         models.Prefetch(query=sparse_q, using=SPARSE, filter=flt, limit=fetch),
                     ],
-                    query=models.RrfQuery(rrf=models.Rrf(k=RRF_K)),
+                    query=(
+                        models.FusionQuery(fusion=models.Fusion.DBSF)
+                        if self.fusion.kind == "dbsf"
+                        else models.RrfQuery(
+                            rrf=models.Rrf(k=self.fusion.k, weights=self.fusion.weights)
+                        )
+                    ),
                     limit=limit,
                 )
         except StoreError:

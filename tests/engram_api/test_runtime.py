@@ -56,3 +56,31 @@ async def test_only_a_long_running_engine_builds_the_graph_and_only_when_enabled
                 0,
                 25,
             )
+
+
+def local_settings(tmp_path: Path, model: str = "") -> EngramSettings:
+    return EngramSettings(
+        data_dir=tmp_path / "data",
+        embeddings=EmbeddingSettings(primary=ProviderSettings(provider="local", model=model)),
+    )
+
+
+async def test_a_new_data_dir_gets_the_minilm_default(tmp_path: Path) -> None:
+    async with open_engine(local_settings(tmp_path), background=False) as engine:
+        assert engine.embedder.model_id == "local/all-MiniLM-L6-v2-int8"
+        assert str(getattr(engine.store, "fusion", "")) == "rrf:5"  # chosen for this model
+
+
+async def test_a_data_dir_made_with_the_multilingual_model_keeps_being_served_by_it(
+    tmp_path: Path,
+) -> None:
+    e5 = "local/multilingual-e5-small-q4"
+    async with open_engine(local_settings(tmp_path, e5), background=False) as engine:
+        assert str(getattr(engine.store, "fusion", "")) == "dbsf"  # chosen for this model
+        stored = await engine.service.add(agent="main", content="Tea, no sugar", scope="global")
+    # Reopened with the settings left to default: the recorded model serves, data intact.
+    async with open_engine(local_settings(tmp_path), background=False) as engine:
+        assert engine.embedder.model_id == e5
+        assert str(getattr(engine.store, "fusion", "")) == "dbsf"
+        found = await engine.service.search(agent="main", query="tea with no sugar")
+        assert [r["id"] for r in found["results"]] == [stored["id"]]

@@ -11,13 +11,28 @@ from engram_api.settings import load_settings
 from tests.fakes.openai_api import FakeOpenAI
 
 
-async def test_the_default_is_the_local_model_with_no_fallback() -> None:
+async def test_the_default_is_the_local_minilm_model_with_no_fallback() -> None:
     chain = build_embedder(EmbeddingSettings())
     assert chain.model_id == "local/all-MiniLM-L6-v2-int8"
     assert chain.model_ids == ["local/all-MiniLM-L6-v2-int8"]
     assert chain.dimension == 384
     assert (await chain.embed_query("hello")).shape == (384,)
     await chain.aclose()
+
+
+@pytest.mark.parametrize("name", ["multilingual-e5-small-q4", "local/multilingual-e5-small-q4"])
+async def test_the_multilingual_model_is_built_when_named(name: str) -> None:
+    chain = build_embedder(EmbeddingSettings(primary=ProviderSettings(model=name)))
+    assert chain.model_id == "local/multilingual-e5-small-q4"
+    await chain.aclose()
+
+
+def test_an_unknown_local_model_is_refused_naming_the_field_and_the_choices() -> None:
+    with pytest.raises(EmbeddingConfigError) as err:
+        build_embedder(EmbeddingSettings(primary=ProviderSettings(model="bge-m3")))
+    assert "embeddings.primary" in str(err.value)
+    assert "multilingual-e5-small-q4" in str(err.value)
+    assert "all-MiniLM-L6-v2-int8" in str(err.value)
 
 
 async def test_the_hash_provider_takes_its_dimension_from_settings() -> None:

@@ -123,8 +123,13 @@ class RunningServer:
 
 
 @contextlib.asynccontextmanager
-async def serve(settings: EngramSettings, **app_kwargs: Any) -> AsyncIterator[RunningServer]:
-    """Run the real app with uvicorn on a free loopback port until the block ends."""
+async def serve(
+    settings: EngramSettings, *, startup_within: float = 30, **app_kwargs: Any
+) -> AsyncIterator[RunningServer]:
+    """Run the real app with uvicorn on a free loopback port until the block ends.
+
+    ``startup_within``: the bound on startup; the real model loads in ~1 s on an idle machine,
+    much longer on a shared one."""
     app = create_app(settings, **app_kwargs)
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that say they are TCP,
     # and without it every response waits ~40 ms for a delayed ACK.
@@ -138,7 +143,7 @@ async def serve(settings: EngramSettings, **app_kwargs: Any) -> AsyncIterator[Ru
     server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on"))
     task = asyncio.create_task(server.serve(sockets=socks))
     try:
-        await wait_until(lambda: server.started or task.done(), within=30)
+        await wait_until(lambda: server.started or task.done(), within=startup_within)
         if task.done():
             task.result()
             raise AssertionError("the server stopped during startup")

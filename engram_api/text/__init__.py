@@ -1,0 +1,1 @@
+"""Language data shared by text paths (lexical search, dedup and conflict rules)."""
