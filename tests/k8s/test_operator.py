@@ -190,6 +190,7 @@ def test_kubectl_get_engramagents_prints_the_printer_columns(
     _apply(clis, release, _agent(name, write=["group:backend", "global"]))
     _wait(lambda: _ready(api.get(_path(release, "engramagents", name))), "Ready")
     table = clis.kubectl("get", "engramagents", name, "-n", release.namespace, "-o", "wide").stdout
+    print(table)
     header, row = table.splitlines()
     assert header.split() == [
         "NAME",
@@ -225,7 +226,8 @@ def test_kubectl_explain_describes_both_crds(
     assert "GROUP:      engram.dev" in out, out
     assert expected in out, out
     top = clis.kubectl("explain", kind).stdout
-    assert "DESCRIPTION:" in top and "spec" in top and "status" in top, top
+    for part in ("DESCRIPTION:", "spec", "status"):
+        assert part in top, top
 
 
 # Not strict: here the operator is a local process that outlives its Deployment, so whether it
