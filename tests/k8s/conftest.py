@@ -73,7 +73,8 @@ def control_plane(
     k8s_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControlPlane]:
     work = tmp_path_factory.mktemp("k8s")
-    with running_control_plane(k8s_bin_dir, work) as plane:
+    crds = sorted((REPO / "manifests" / "crds").glob("*.yaml"))
+    with running_control_plane(k8s_bin_dir, work, crds) as plane:
         yield plane
 
 

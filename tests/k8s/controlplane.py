@@ -353,6 +353,10 @@ class Api:
 class ControlPlane:
     bin_dir: Path
     work_dir: Path
+    # CRDs created before the controller manager starts, like envtest's CRDInstallOptions: its
+    # garbage collector then watches their kinds from the start instead of finding them at its
+    # next discovery pass (30 s later), which is when owner deletions would first be seen.
+    crds: Sequence[Path] = ()
     processes: list[Process] = field(default_factory=list)
     server: str = ""
     pki: Pki | None = None
@@ -436,6 +440,7 @@ class ControlPlane:
             return bool(self.admin.get("/readyz") == "ok")
 
         self._wait(ready, "kube-apiserver /readyz")
+        self._install_crds()
         kcm = start_process(
             "kube-controller-manager",
             [
@@ -465,6 +470,23 @@ class ControlPlane:
             ),
             "kube-controller-manager (the default ServiceAccount)",
         )
+
+    def _install_crds(self) -> None:
+        api = self.api()
+        names = []
+        for path in self.crds:
+            for doc in yaml.safe_load_all(path.read_text()):
+                if doc:
+                    api.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", doc)
+                    names.append(doc["metadata"]["name"])
+
+        def established(name: str) -> bool:
+            crd = api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+            conditions = (crd.get("status") or {}).get("conditions") or []
+            return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+        for name in names:
+            self._wait(lambda name=name: established(name), f"CRD {name} Established")
 
     def _alive_and(self, check: Callable[[], T]) -> T:
         for proc in self.processes:
@@ -559,8 +581,10 @@ class ControlPlane:
 
 
 @contextlib.contextmanager
-def running_control_plane(bin_dir: Path, work_dir: Path) -> Iterator[ControlPlane]:
-    plane = ControlPlane(bin_dir=bin_dir, work_dir=work_dir)
+def running_control_plane(
+    bin_dir: Path, work_dir: Path, crds: Sequence[Path] = ()
+) -> Iterator[ControlPlane]:
+    plane = ControlPlane(bin_dir=bin_dir, work_dir=work_dir, crds=crds)
     plane.start()
     try:
         yield plane
