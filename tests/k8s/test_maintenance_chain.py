@@ -21,7 +21,7 @@ from .releases import Release
 TIMEOUT_S = 60.0
 # `kubectl get engrammaintenance -o wide`: every printer column.
 COLUMNS = [
-    "NAME", "TASK", "SCHEDULE", "SUSPEND", "LAST", "RUN", "RESULT",
+    "NAME", "TASK", "RELEASE", "SCHEDULE", "SUSPEND", "LAST", "RUN", "RESULT",
     "MERGED", "ARCHIVED", "CREATED", "CONFLICTS", "ERRORS", "READY", "AGE",
 ]  # fmt: skip
 

@@ -150,7 +150,13 @@ def test_a_token_of_an_unbound_service_account_is_refused(
 
 
 def _allowed(
-    plane: ControlPlane, user: str, namespace: str, group: str, resource: str, verb: str
+    plane: ControlPlane,
+    user: str,
+    namespace: str,
+    group: str,
+    resource: str,
+    verb: str,
+    name: str | None = None,
 ) -> bool:
     resource, _, sub = resource.partition("/")
     review = plane.api().post(
@@ -167,6 +173,7 @@ def _allowed(
                     "resource": resource,
                     "subresource": sub,
                     "verb": verb,
+                    **({"name": name} if name else {}),
                 },
             },
         },
@@ -179,7 +186,18 @@ def test_the_chart_roles_allow_every_call_the_operator_and_the_service_make(
 ) -> None:
     ns = release.namespace
     op_user = f"system:serviceaccount:{ns}:{release.fullname}-operator"
-    denied = [p for p in sorted(rbac.permissions()) if not _allowed(control_plane, op_user, ns, *p)]
+    # What the chart grants for this release's settings, each right in its own scope.
+    granted = rbac.grants(
+        configmap_namespace=ns,
+        configmap_name=f"{release.fullname}-permissions",
+        job_namespace=ns,
+        namespaces=[ns],
+    )
+    denied = [
+        p
+        for p in sorted(rbac.permissions(granted), key=str)
+        if not _allowed(control_plane, op_user, p[0] or "", p[1], p[2], p[3], p[4])
+    ]
     assert not denied, denied
     svc_user = f"system:serviceaccount:{ns}:{release.fullname}"
     assert _allowed(control_plane, svc_user, "", "authentication.k8s.io", "tokenreviews", "create")
